@@ -1,0 +1,70 @@
+# Loom: `make demo` and `make test` set up everything they need (root, Debian 12) and are idempotent.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+APT_PKGS := openvswitch-switch mininet iperf3 iputils-ping ethtool procps iproute2
+APT_NORECOMMENDS := prometheus
+WMEM := 16777216
+OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
+
+.PHONY: setup apt ovs venv test test-unit test-emulation lint demo clean-venv
+
+setup: apt ovs venv
+
+## Debian packages: installed only when missing.
+apt:
+	@missing=""; for p in $(APT_PKGS) $(APT_NORECOMMENDS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing Debian packages:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && \
+	  apt-get install -y -qq $(APT_PKGS) >/dev/null && \
+	  apt-get install -y -qq --no-install-recommends $(APT_NORECOMMENDS) >/dev/null; \
+	else echo "setup: Debian packages present"; fi
+	@# The Debian package enables a system Prometheus; the tests start their own on loopback.
+	@systemctl disable --now prometheus >/dev/null 2>&1 || true
+
+## Open vSwitch, userspace datapath: raise socket buffers *before* ovs-vswitchd starts
+## (its one shared send socket otherwise drops packets silently under congestion).
+ovs: apt
+	@cur=$$(sysctl -n net.core.wmem_default); \
+	if [ "$$cur" -lt $(WMEM) ]; then \
+	  sysctl -qw net.core.wmem_default=$(WMEM) net.core.wmem_max=$(WMEM) net.core.rmem_max=$(WMEM); \
+	  if pgrep -x ovs-vswitchd >/dev/null; then echo "setup: restarting OVS with larger socket buffers"; \
+	    $(OVS_CTL) stop >/dev/null 2>&1 || true; fi; \
+	fi; \
+	if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1 || ! pgrep -x ovs-vswitchd >/dev/null; then \
+	  echo "setup: starting Open vSwitch (userspace datapath)"; \
+	  $(OVS_CTL) start --system-id=random >/dev/null 2>&1 || { echo "setup: ovs-ctl start failed" >&2; exit 1; }; \
+	else echo "setup: Open vSwitch running"; fi
+
+## Python: one venv on Debian's python3 (the only one that imports Mininet).
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt setup.cfg controller/ofp/patch_ryu.py | apt
+	@test -x $(PY) || /usr/bin/python3 -m venv --system-site-packages $(VENV)
+	@echo "setup: installing pinned Python packages into $(VENV)"
+	@$(PY) -m pip install -q --disable-pip-version-check 'setuptools==67.8.0' pbr wheel 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation -r requirements.txt 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) controller/ofp/patch_ryu.py
+	@$(PY) -c "import ryu.app.wsgi, mininet.net, networkx, prometheus_client, yaml, pydantic, controller" \
+	  || { echo "setup: the venv does not import its packages" >&2; exit 1; }
+	@touch $@
+
+## The whole suite: unit, fake-fabric, adapter and emulation layers (root, OVS).
+test: setup
+	$(PY) -m pytest
+
+test-unit: venv
+	$(PY) -m pytest -m "not emulation"
+
+lint: venv
+	$(VENV)/bin/ruff check controller topologies mininet_scenarios tests
+	$(VENV)/bin/mypy
+
+demo: setup
+	$(PY) -m mininet_scenarios.demo
+
+clean-venv:
+	rm -rf $(VENV)
