@@ -1,0 +1,1 @@
+"""Loom: an SDN controller for AI training fabrics."""

@@ -1,0 +1,114 @@
+"""Loom's Ryu application: ``ryu-manager controller/app.py``.
+
+A thin shim: each handler turns a Ryu event into a domain event, calls one method of
+the pure core with ``now`` and sends back what it returns. Everything that decides
+anything lives in ``controller.fabric`` and below.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py): find the repo
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from controller.fabric import Fabric, FabricConfig
+from controller.model import Messages, PacketOut
+from controller.ofp import decode, encode
+from controller.ofp.compat import (
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+    BaseApp,
+    hub,
+    ofp,
+    ofp_event,
+    set_ev_cls,
+)
+from controller.ofp.rest import LoomRestController, register_rest
+
+TICK_SECONDS = 0.1
+
+
+def config_from_env(env: dict[str, str] | os._Environ[str] = os.environ) -> FabricConfig:
+    """Timers can be tuned with LOOM_LLDP_INTERVAL and LOOM_LLDP_TIMEOUT (seconds)."""
+    base = FabricConfig()
+    return FabricConfig(
+        lldp_interval=float(env.get("LOOM_LLDP_INTERVAL", base.lldp_interval)),
+        lldp_timeout=float(env.get("LOOM_LLDP_TIMEOUT", base.lldp_timeout)),
+    )
+
+
+class FabricApp(BaseApp):  # type: ignore[misc]
+    OFP_VERSIONS = [ofp.OFP_VERSION]
+    _CONTEXTS = LoomRestController.contexts()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.logger.setLevel(logging.INFO)
+        self.fabric = Fabric(config_from_env())
+        self.datapaths: dict[int, Any] = {}
+        register_rest(kwargs, self)
+        self._ticker = hub.spawn(self._tick_loop)
+
+    # -- Ryu events -> core -----------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def _state_change(self, ev: Any) -> None:
+        dp: Any = ev.datapath
+        dpid: int | None = dp.id
+        if dpid is None:
+            return
+        if ev.state == MAIN_DISPATCHER:
+            self.datapaths[dpid] = dp
+            ports = [decode.port_desc(p) for p in dp.ports.values()]
+            self.logger.info("switch %016x connected with %d ports", dpid, len(ports))
+            self._send(self.fabric.switch_up(time.monotonic(), dpid, ports))
+        elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dpid) is dp:
+            del self.datapaths[dpid]
+            self.logger.info("switch %016x disconnected", dpid)
+            self._send(self.fabric.switch_down(time.monotonic(), dpid))
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev: Any) -> None:
+        msg = ev.msg
+        desc = decode.port_desc(msg.desc)
+        deleted = decode.port_status_deleted(msg)
+        self._send(self.fabric.port_status(time.monotonic(), msg.datapath.id, desc, deleted))
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev: Any) -> None:
+        pkt = decode.packet_in(ev.msg.datapath.id, ev.msg)
+        self._send(self.fabric.packet_in(time.monotonic(), pkt))
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
+    def _error(self, ev: Any) -> None:
+        msg = ev.msg
+        self.logger.warning(
+            "switch %016x error type=%s code=%s", msg.datapath.id, msg.type, msg.code
+        )
+
+    # -- timers ---------------------------------------------------------------
+    def _tick_loop(self) -> None:
+        while True:
+            hub.sleep(TICK_SECONDS)
+            try:
+                self._send(self.fabric.tick(time.monotonic()))
+            except Exception:  # keep the loop alive; the error is logged with its trace
+                self.logger.exception("tick failed")
+
+    # -- core -> switches -------------------------------------------------------
+    def _send(self, messages: Messages) -> None:
+        """Rules first on every switch, then packets, so a packet never beats its route."""
+        for want_packets in (False, True):
+            for dpid, msgs in messages.items():
+                dp = self.datapaths.get(dpid)
+                if dp is None:
+                    continue
+                for msg in msgs:
+                    if isinstance(msg, PacketOut) == want_packets:
+                        for ofmsg in encode.encode(dp, msg):
+                            dp.send_msg(ofmsg)

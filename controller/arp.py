@@ -1,0 +1,126 @@
+"""ARP without flooding loops: the controller answers from its host table.
+
+Every ARP frame reaches the controller (CLASSIFY sends it there) and none is ever
+flooded through the fabric. A request for a known address gets a proxy reply on the
+requester's port. For an unknown address the controller sends its *own* probe
+(RFC 5227 style: sender IP 0.0.0.0, sender MAC = the controller's) out of edge ports
+only; the owner answers the controller, which then answers the waiting requesters.
+Because probes carry no host's MAC, a probe that leaks onto an undiscovered fabric
+link teaches nothing wrong, and hosts' ARP caches are never polluted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.model import (
+    CONTROLLER_MAC,
+    OFPP_CONTROLLER,
+    ArpFrame,
+    Messages,
+    Output,
+    PacketOut,
+)
+from controller.topology import Host, Topology
+
+ARP_REQUEST = 1
+ARP_REPLY = 2
+BROADCAST = "ff:ff:ff:ff:ff:ff"
+ZERO_MAC = "00:00:00:00:00:00"
+ZERO_IP = "0.0.0.0"
+
+
+@dataclass(frozen=True)
+class Waiting:
+    mac: str
+    ip: str
+    dpid: int
+    port: int
+    until: float
+
+
+def reply_to(requester: Waiting | Host, target: Host) -> tuple[int, PacketOut]:
+    """A proxy reply, as if ``target`` answered, sent out of the requester's port."""
+    assert target.ip is not None and requester.ip is not None
+    frame = ArpFrame(
+        ARP_REPLY, target.mac, requester.mac, target.mac, target.ip, requester.mac, requester.ip
+    )
+    return requester.dpid, PacketOut(OFPP_CONTROLLER, (Output(requester.port),), frame)
+
+
+class ArpService:
+    def __init__(self, probe_interval: float = 1.0, wait_timeout: float = 3.0) -> None:
+        self.probe_interval = probe_interval
+        self.wait_timeout = wait_timeout
+        self.waiting: dict[str, list[Waiting]] = {}
+        self.last_probe: dict[str, float] = {}
+        self.ignored = 0
+
+    def handle(
+        self, now: float, topo: Topology, dpid: int, port: int, arp: ArpFrame
+    ) -> tuple[bool, Messages]:
+        """Process one ARP frame; returns (host table changed, packets to send)."""
+        if CONTROLLER_MAC in (arp.eth_src, arp.sha) or topo.is_fabric_port((dpid, port)):
+            self.ignored += 1
+            return False, {}
+        ip = arp.spa if arp.spa != ZERO_IP else None
+        changed = topo.learn_host(now, arp.sha, ip, dpid, port)
+        out: Messages = {}
+        if ip is not None:
+            self._answer_waiting(now, topo, ip, out)
+        if arp.op == ARP_REQUEST and arp.tpa != arp.spa:
+            self._request(now, topo, dpid, port, arp, out)
+        elif arp.op == ARP_REPLY and arp.eth_dst not in (CONTROLLER_MAC, BROADCAST):
+            self._forward_reply(topo, arp, out)
+        return changed, out
+
+    def expire(self, now: float) -> None:
+        for ip in list(self.waiting):
+            alive = [w for w in self.waiting[ip] if w.until >= now]
+            if alive:
+                self.waiting[ip] = alive
+            else:
+                del self.waiting[ip]
+
+    def _request(
+        self, now: float, topo: Topology, dpid: int, port: int, arp: ArpFrame, out: Messages
+    ) -> None:
+        target = topo.host_by_ip(arp.tpa)
+        requester = Waiting(arp.sha, arp.spa, dpid, port, now + self.wait_timeout)
+        if target is not None:
+            if target.mac != arp.sha and arp.spa != ZERO_IP:
+                sw, pkt = reply_to(requester, target)
+                out.setdefault(sw, []).append(pkt)
+            return
+        if arp.spa != ZERO_IP:
+            queue = self.waiting.setdefault(arp.tpa, [])
+            queue[:] = [w for w in queue if w.mac != arp.sha] + [requester]
+        if now - self.last_probe.get(arp.tpa, -1e9) >= self.probe_interval:
+            self.last_probe[arp.tpa] = now
+            self._probe(topo, arp.tpa, exclude=(dpid, port), out=out)
+
+    def _probe(self, topo: Topology, ip: str, exclude: tuple[int, int], out: Messages) -> None:
+        frame = ArpFrame(
+            ARP_REQUEST, CONTROLLER_MAC, BROADCAST, CONTROLLER_MAC, ZERO_IP, ZERO_MAC, ip
+        )
+        for dpid in sorted(topo.switches):
+            ports = [p for p in topo.edge_ports(dpid) if (dpid, p) != exclude]
+            if ports:
+                actions = tuple(Output(p) for p in ports)
+                out.setdefault(dpid, []).append(PacketOut(OFPP_CONTROLLER, actions, frame))
+
+    def _answer_waiting(self, now: float, topo: Topology, ip: str, out: Messages) -> None:
+        target = topo.host_by_ip(ip)
+        if target is None:
+            return
+        for waiting in self.waiting.pop(ip, []):
+            if waiting.until >= now and waiting.mac != target.mac:
+                sw, pkt = reply_to(waiting, target)
+                out.setdefault(sw, []).append(pkt)
+
+    def _forward_reply(self, topo: Topology, arp: ArpFrame, out: Messages) -> None:
+        dst = topo.hosts.get(arp.eth_dst)
+        if dst is not None:
+            out.setdefault(dst.dpid, []).append(
+                PacketOut(OFPP_CONTROLLER, (Output(dst.port),), arp)
+            )

@@ -1,0 +1,238 @@
+"""Rules as data: what each switch should hold, and the messages that get it there.
+
+Desired state is built in *parts*, each owned by one concern (a switch's base
+pipeline, one destination switch's routes, later a pinned flow or a job). Parts never
+share a rule identity, so each can be diffed against what was sent for it alone: a
+host appearing re-plans one destination, a reroute one pin, a policy reload one
+tenant. Only differences are sent, in an order that never leaves a flow pointing at a
+missing group (make-before-break): meters and groups first, flows, then removals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+
+from controller.model import (
+    ETH_TYPE_ARP,
+    ETH_TYPE_LLDP,
+    META_FROM_FABRIC,
+    OFPG_MAX,
+    OFPP_CONTROLLER,
+    Bucket,
+    CookieKind,
+    FlowMod,
+    FlowRule,
+    GroupAction,
+    GroupMod,
+    GroupRule,
+    GroupType,
+    Match,
+    Message,
+    Messages,
+    MeterMod,
+    Op,
+    Output,
+    SwitchRules,
+    Table,
+    make_cookie,
+)
+from controller.routing import Routes, transit_port
+from controller.topology import Host
+
+Owner = tuple[str, Hashable]
+Plan = dict[int, SwitchRules]  # dpid -> rules of one owner
+
+PRIO_LLDP = 1000
+PRIO_ARP = 900
+PRIO_FABRIC_PORT = 500
+PRIO_HOST_ROUTE = 100
+PRIO_MISS = 0
+
+
+def group_id_for(dpid: int) -> int:
+    """Select-group id for routes towards switch ``dpid``: the dpid itself when it fits."""
+    if 0 < dpid < OFPG_MAX:
+        return dpid
+    return 1 + (dpid * 0x9E3779B1) % (OFPG_MAX - 1)
+
+
+# ---------------------------------------------------------------------------
+# Rule builders
+# ---------------------------------------------------------------------------
+
+
+def base_plan(dpid: int, fabric_ports: Iterable[int]) -> SwitchRules:
+    """The fixed pipeline: discovery to the controller, port classes, table chaining."""
+    cookie = make_cookie(CookieKind.BASE, dpid)
+    rules = SwitchRules()
+    to_ctl = (Output(OFPP_CONTROLLER),)
+    rules.add_flow(
+        FlowRule(Table.CLASSIFY, PRIO_LLDP, Match.of(eth_type=ETH_TYPE_LLDP), to_ctl, cookie=cookie)
+    )
+    rules.add_flow(
+        FlowRule(Table.CLASSIFY, PRIO_ARP, Match.of(eth_type=ETH_TYPE_ARP), to_ctl, cookie=cookie)
+    )
+    for port in sorted(fabric_ports):
+        rules.add_flow(
+            FlowRule(
+                Table.CLASSIFY,
+                PRIO_FABRIC_PORT,
+                Match.of(in_port=port),
+                goto=Table.PIN,
+                write_metadata=(META_FROM_FABRIC, META_FROM_FABRIC),
+                cookie=cookie,
+            )
+        )
+    chain = [
+        (Table.CLASSIFY, Table.ADMIT),
+        (Table.ADMIT, Table.QOS),
+        (Table.QOS, Table.PIN),
+        (Table.PIN, Table.ROUTE),
+    ]
+    for table, goto in chain:
+        rules.add_flow(FlowRule(table, PRIO_MISS, Match(), goto=goto, cookie=cookie))
+    rules.add_flow(FlowRule(Table.ROUTE, PRIO_MISS, Match(), to_ctl, cookie=cookie))
+    return rules
+
+
+def destination_plan(dest: int, hosts: list[Host], routes: Routes, switches: Iterable[int]) -> Plan:
+    """Routes to every host on switch ``dest``, at every switch.
+
+    On ``dest`` a host's rule outputs to its port. Elsewhere, packets that entered from a
+    host go to a select group over all equal-cost next hops (hashed per flow), and
+    packets in transit take the host's rank-th next hop (spread per destination).
+    """
+    plan: Plan = {}
+    cookie = make_cookie(CookieKind.ROUTE, dest)
+    gid = group_id_for(dest)
+    for dpid in switches:
+        rules = SwitchRules()
+        ports = routes.next_ports(dpid, dest)
+        if dpid == dest:
+            for host in hosts:
+                match = Match.of(eth_dst=host.mac)
+                rules.add_flow(
+                    FlowRule(
+                        Table.ROUTE, PRIO_HOST_ROUTE, match, (Output(host.port),), cookie=cookie
+                    )
+                )
+        elif ports and hosts:
+            buckets = tuple(Bucket((Output(p),), weight=1, watch_port=p) for p in ports)
+            rules.add_group(GroupRule(gid, GroupType.SELECT, buckets))
+            for rank, host in enumerate(hosts):
+                from_host = Match.of(eth_dst=host.mac, metadata=(0, META_FROM_FABRIC))
+                transit = Match.of(eth_dst=host.mac, metadata=(META_FROM_FABRIC, META_FROM_FABRIC))
+                out = Output(transit_port(ports, rank))
+                rules.add_flow(
+                    FlowRule(
+                        Table.ROUTE, PRIO_HOST_ROUTE, from_host, (GroupAction(gid),), cookie=cookie
+                    )
+                )
+                rules.add_flow(
+                    FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, transit, (out,), cookie=cookie)
+                )
+        if rules.flows or rules.groups:
+            plan[dpid] = rules
+    return plan
+
+
+# ---------------------------------------------------------------------------
+# Diffing
+# ---------------------------------------------------------------------------
+
+
+def _flow_changed_in_place(old: FlowRule, new: FlowRule) -> bool:
+    """True when MODIFY_STRICT can carry the change (it keeps cookie and timeouts)."""
+    return (old.cookie, old.idle_timeout, old.hard_timeout) == (
+        new.cookie,
+        new.idle_timeout,
+        new.hard_timeout,
+    )
+
+
+def diff(old: SwitchRules, new: SwitchRules) -> list[Message]:
+    """Messages turning ``old`` into ``new`` on one switch, in a safe order."""
+    msgs: list[Message] = []
+    for mid, meter in sorted(new.meters.items()):
+        if mid not in old.meters:
+            msgs.append(MeterMod(Op.ADD, meter))
+        elif old.meters[mid] != meter:
+            msgs.append(MeterMod(Op.MODIFY, meter))
+    for gid, group in sorted(new.groups.items()):
+        if gid not in old.groups:
+            msgs.append(GroupMod(Op.ADD, group))
+        elif old.groups[gid] != group:
+            msgs.append(GroupMod(Op.MODIFY, group))
+    for key in sorted(new.flows, key=_flow_sort_key):
+        rule, before = new.flows[key], old.flows.get(key)
+        if before is None:
+            msgs.append(FlowMod(Op.ADD, rule))
+        elif before != rule:
+            msgs.append(
+                FlowMod(Op.MODIFY if _flow_changed_in_place(before, rule) else Op.ADD, rule)
+            )
+    for key in sorted(old.flows, key=_flow_sort_key):
+        if key not in new.flows:
+            msgs.append(FlowMod(Op.DELETE, old.flows[key]))
+    for gid in sorted(old.groups):
+        if gid not in new.groups:
+            msgs.append(GroupMod(Op.DELETE, old.groups[gid]))
+    for mid in sorted(old.meters):
+        if mid not in new.meters:
+            msgs.append(MeterMod(Op.DELETE, old.meters[mid]))
+    return msgs
+
+
+def _flow_sort_key(key: tuple[int, int, Match]) -> tuple[int, int, Match]:
+    table, priority, match = key
+    return (table, -priority, match)
+
+
+class RuleStore:
+    """What Loom has sent, per owner and switch; turns new plans into messages."""
+
+    def __init__(self) -> None:
+        self.parts: dict[Owner, Plan] = {}
+
+    def replace(self, owner: Owner, plan: Plan) -> Messages:
+        """Make ``owner``'s rules equal ``plan`` and return the messages that do it."""
+        old = self.parts.get(owner, {})
+        out: Messages = {}
+        for dpid in sorted(set(old) | set(plan)):
+            msgs = diff(old.get(dpid, SwitchRules()), plan.get(dpid, SwitchRules()))
+            if msgs:
+                out[dpid] = msgs
+        kept = {
+            dpid: rules
+            for dpid, rules in plan.items()
+            if rules.flows or rules.groups or rules.meters
+        }
+        if kept:
+            self.parts[owner] = kept
+        else:
+            self.parts.pop(owner, None)
+        return out
+
+    def remove(self, owner: Owner) -> Messages:
+        return self.replace(owner, {})
+
+    def owners(self, kind: str | None = None) -> list[Owner]:
+        return sorted((o for o in self.parts if kind is None or o[0] == kind), key=repr)
+
+    def forget_switch(self, dpid: int) -> None:
+        """The switch lost its state (reconnect, clear): nothing is installed there now."""
+        for owner in list(self.parts):
+            self.parts[owner].pop(dpid, None)
+            if not self.parts[owner]:
+                del self.parts[owner]
+
+    def switch_rules(self, dpid: int) -> SwitchRules:
+        """Everything installed on one switch, across owners."""
+        merged = SwitchRules()
+        for plan in self.parts.values():
+            rules = plan.get(dpid)
+            if rules:
+                merged.flows.update(rules.flows)
+                merged.groups.update(rules.groups)
+                merged.meters.update(rules.meters)
+        return merged

@@ -1,0 +1,198 @@
+"""The core: domain events in, OpenFlow-shaped messages out.
+
+``Fabric`` never sleeps, never reads a clock and never imports Ryu: the shim passes
+``now`` and sends what each method returns. Topology changes re-plan every part;
+a host appearing re-plans only its destination switch; discovery bursts are batched
+into the next ``tick`` while a port going down is handled at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from controller.arp import ArpService
+from controller.compiler import RuleStore, base_plan, destination_plan
+from controller.model import (
+    MAX_PHYSICAL_PORT,
+    OFPP_CONTROLLER,
+    OFPP_TABLE,
+    ArpFrame,
+    ClearSwitch,
+    EthFrame,
+    LldpFrame,
+    Messages,
+    Output,
+    PacketIn,
+    PacketOut,
+    PortDesc,
+    RawFrame,
+    merge,
+)
+from controller.routing import Routes, add_destination, compute_routes
+from controller.topology import Topology
+
+log = logging.getLogger("loom.fabric")
+
+
+@dataclass(frozen=True)
+class FabricConfig:
+    lldp_interval: float = 1.0
+    lldp_timeout: float = 3.5
+    arp_probe_interval: float = 1.0
+    arp_wait_timeout: float = 3.0
+
+
+class Fabric:
+    def __init__(self, config: FabricConfig | None = None) -> None:
+        self.config = config or FabricConfig()
+        self.topo = Topology()
+        self.store = RuleStore()
+        self.arp = ArpService(self.config.arp_probe_interval, self.config.arp_wait_timeout)
+        self.routes = Routes(None, {}, {})
+        self.events: Counter[str] = Counter()
+        self._dirty = False
+        self._next_lldp = 0.0
+        self._planned_at: dict[str, int] = {}  # host MAC -> destination switch it is routed to
+
+    # -- switch lifecycle -----------------------------------------------------
+    def switch_up(self, now: float, dpid: int, ports: list[PortDesc]) -> Messages:
+        """A switch connected: wipe it, give it the base pipeline, start discovery."""
+        self.events["switch_up"] += 1
+        self.topo.add_switch(dpid, ports)
+        self.store.forget_switch(dpid)
+        out: Messages = {dpid: [ClearSwitch()]}
+        merge(out, self._replan_base(dpid))
+        merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+        self._dirty = True
+        return out
+
+    def switch_down(self, now: float, dpid: int) -> Messages:
+        self.events["switch_down"] += 1
+        self.topo.remove_switch(dpid)
+        self.store.forget_switch(dpid)
+        return self._replan_all()
+
+    def port_status(self, now: float, dpid: int, desc: PortDesc, deleted: bool = False) -> Messages:
+        """PortStatus: a dead port takes its links down now, without waiting for LLDP."""
+        self.events["port_status"] += 1
+        out: Messages = {}
+        if self.topo.port_changed(dpid, desc, deleted):
+            merge(out, self._replan_all())
+        if desc.up and not deleted and desc.port_no <= MAX_PHYSICAL_PORT:
+            merge(out, self._lldp_for(dpid, [desc.port_no]))
+        return out
+
+    # -- packets --------------------------------------------------------------
+    def packet_in(self, now: float, pkt: PacketIn) -> Messages:
+        frame = pkt.frame
+        if pkt.dpid not in self.topo.switches:
+            return {}
+        if isinstance(frame, LldpFrame):
+            self.events["lldp_in"] += 1
+            if self.topo.link_seen(now, (frame.dpid, frame.port), (pkt.dpid, pkt.in_port)):
+                self._dirty = True
+            return {}
+        if isinstance(frame, ArpFrame):
+            self.events["arp_in"] += 1
+            changed, packets = self.arp.handle(now, self.topo, pkt.dpid, pkt.in_port, frame)
+            out = self._replan_host(frame.sha) if changed else {}
+            return merge(out, packets)
+        if isinstance(frame, EthFrame):
+            return self._route_miss(pkt, frame)
+        self.events["undecodable_in"] += 1
+        return {}
+
+    def _route_miss(self, pkt: PacketIn, frame: EthFrame) -> Messages:
+        """A packet that beat its route to a switch: re-inject it once the route exists."""
+        if frame.eth_dst not in self._planned_at:
+            self.events["route_miss_dropped"] += 1
+            return {}
+        self.events["route_miss_reinjected"] += 1
+        return {pkt.dpid: [PacketOut(pkt.in_port, (Output(OFPP_TABLE),), RawFrame(pkt.data))]}
+
+    # -- time -----------------------------------------------------------------
+    def tick(self, now: float) -> Messages:
+        """Periodic work: expire links and ARP waits, apply batched changes, send LLDP."""
+        out: Messages = {}
+        if self.topo.expire_links(now, self.config.lldp_timeout):
+            self._dirty = True
+        self.arp.expire(now)
+        if self._dirty:
+            merge(out, self._replan_all())
+        if now >= self._next_lldp:
+            self._next_lldp = now + self.config.lldp_interval
+            for dpid in sorted(self.topo.switches):
+                merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+        return out
+
+    # -- planning -------------------------------------------------------------
+    def _replan_base(self, dpid: int) -> Messages:
+        fabric_ports = [p for d, p in self.topo.fabric_ports if d == dpid]
+        return self.store.replace(("base", dpid), {dpid: base_plan(dpid, fabric_ports)})
+
+    def _replan_all(self) -> Messages:
+        self._dirty = False
+        self.events["replan_all"] += 1
+        dests = sorted({h.dpid for h in self.topo.hosts.values()})
+        self.routes = compute_routes(self.topo.graph(), dests)
+        out: Messages = {}
+        for dpid in sorted(self.topo.switches):
+            merge(out, self._replan_base(dpid))
+        for owner in self.store.owners("base"):
+            if owner[1] not in self.topo.switches:
+                merge(out, self.store.remove(owner))
+        for owner in self.store.owners("dest"):
+            if owner[1] not in dests:
+                merge(out, self.store.remove(owner))
+        self._planned_at.clear()
+        for dest in dests:
+            merge(out, self._replan_dest(dest))
+        return out
+
+    def _replan_dest(self, dest: int) -> Messages:
+        if dest not in self.routes.ports:
+            add_destination(self.topo.graph(), self.routes, dest)
+        hosts = self.topo.hosts_at(dest)
+        self._planned_at.update((h.mac, dest) for h in hosts)
+        plan = destination_plan(dest, hosts, self.routes, sorted(self.topo.switches))
+        return self.store.replace(("dest", dest), plan)
+
+    def _replan_host(self, mac: str) -> Messages:
+        """A host appeared or moved: re-plan its switch (and any switch it left)."""
+        self.events["host_changed"] += 1
+        host = self.topo.hosts[mac]
+        left = self._planned_at.get(mac)
+        out = self._replan_dest(host.dpid)
+        if left is not None and left != host.dpid:
+            merge(
+                out,
+                self._replan_dest(left)
+                if self.topo.hosts_at(left)
+                else self.store.remove(("dest", left)),
+            )
+        return out
+
+    def _lldp_for(self, dpid: int, ports: list[int]) -> Messages:
+        msgs = [
+            PacketOut(OFPP_CONTROLLER, (Output(p),), LldpFrame(dpid, p))
+            for p in ports
+            if p <= MAX_PHYSICAL_PORT
+        ]
+        return {dpid: list(msgs)} if msgs else {}
+
+    # -- views ----------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """The learned fabric as plain data (for the API, logs and the demo)."""
+        links = sorted((link.src, link.dst) for link in self.topo.links.values())
+        return {
+            "switches": sorted(self.topo.switches),
+            "links": [{"src": list(s), "dst": list(d)} for s, d in links],
+            "hosts": [
+                {"mac": h.mac, "ip": h.ip, "dpid": h.dpid, "port": h.port}
+                for h in sorted(self.topo.hosts.values(), key=lambda h: (h.dpid, h.port, h.mac))
+            ],
+            "groups": None if self.routes.groups is None else len(set(self.routes.groups.values())),
+        }

@@ -1,0 +1,323 @@
+"""Domain model: rules, frames, events and messages as frozen dataclasses.
+
+The core speaks only these types. ``controller/ofp/`` translates them to and from
+OpenFlow 1.3 messages, so the core can be tested without Ryu or switches, and a rule
+compiler can compare desired and installed state by plain equality.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+
+# ---------------------------------------------------------------------------
+# Pipeline layout and well-known numbers
+# ---------------------------------------------------------------------------
+
+
+class Table(IntEnum):
+    """The flow-table pipeline every Loom switch runs.
+
+    CLASSIFY sends LLDP/ARP to the controller and sorts ports: fabric ports skip the
+    edge-only tables. ADMIT enforces tenants, QOS marks traffic classes, PIN holds
+    per-flow placements (traffic engineering, jobs) and ROUTE the per-destination
+    defaults.
+    """
+
+    CLASSIFY = 0
+    ADMIT = 1
+    QOS = 2
+    PIN = 3
+    ROUTE = 4
+
+
+OFPP_CONTROLLER = 0xFFFFFFFD
+OFPP_TABLE = 0xFFFFFFF9
+OFPP_IN_PORT = 0xFFFFFFF8
+OFPP_LOCAL = 0xFFFFFFFE
+OFPP_ANY = 0xFFFFFFFF
+OFPG_ANY = 0xFFFFFFFF
+OFPG_MAX = 0xFFFFFF00
+MAX_PHYSICAL_PORT = 0xFFFFFF00
+
+ETH_TYPE_IPV4 = 0x0800
+ETH_TYPE_ARP = 0x0806
+ETH_TYPE_LLDP = 0x88CC
+ETH_TYPE_VLAN = 0x8100
+
+#: metadata bit set in CLASSIFY for packets that entered from another switch.
+META_FROM_FABRIC = 0x1
+
+#: the controller's own MAC: source of its ARP probes, so leaked probes teach nothing.
+CONTROLLER_MAC = "0e:00:4c:4f:4f:4d"
+
+COOKIE_BASE = 0x4C4F << 48  # "LO": marks every Loom rule
+
+
+class CookieKind(IntEnum):
+    BASE = 1
+    ROUTE = 2
+    PIN = 3
+    JOB = 4
+    TENANT = 5
+
+
+def make_cookie(kind: CookieKind, ident: int = 0) -> int:
+    """Loom's cookie: a fixed marker, the rule's kind and an identifier (e.g. a dpid)."""
+    return COOKIE_BASE | (int(kind) << 40) | (ident & 0xFF_FFFF_FFFF)
+
+
+COOKIE_MARK_MASK = 0xFFFF << 48
+
+# ---------------------------------------------------------------------------
+# Matches and actions
+# ---------------------------------------------------------------------------
+
+MatchValue = int | str | tuple[int, int] | tuple[str, str]
+
+
+@dataclass(frozen=True, order=True)
+class Match:
+    """An OpenFlow match as sorted ``(oxm_field, value)`` pairs (Ryu's field names).
+
+    A masked value is a ``(value, mask)`` tuple. Sorting makes equal matches compare
+    equal, which the rule compiler relies on.
+    """
+
+    fields: tuple[tuple[str, MatchValue], ...] = ()
+
+    @staticmethod
+    def of(**kwargs: MatchValue) -> Match:
+        return Match(tuple(sorted(kwargs.items())))
+
+    def get(self, name: str) -> MatchValue | None:
+        for key, value in self.fields:
+            if key == name:
+                return value
+        return None
+
+    def as_dict(self) -> dict[str, MatchValue]:
+        return dict(self.fields)
+
+
+@dataclass(frozen=True)
+class Output:
+    port: int
+
+
+@dataclass(frozen=True)
+class GroupAction:
+    group_id: int
+
+
+@dataclass(frozen=True)
+class SetField:
+    field: str
+    value: int | str
+
+
+@dataclass(frozen=True)
+class SetQueue:
+    queue_id: int
+
+
+Action = Output | GroupAction | SetField | SetQueue
+
+# ---------------------------------------------------------------------------
+# Rules: what the core wants a switch to hold
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FlowRule:
+    """One flow entry. Identity (``key``) is table, priority and match, as in OpenFlow."""
+
+    table: int
+    priority: int
+    match: Match
+    actions: tuple[Action, ...] = ()
+    goto: int | None = None
+    write_metadata: tuple[int, int] | None = None
+    meter: int | None = None
+    cookie: int = 0
+    idle_timeout: int = 0
+    hard_timeout: int = 0
+
+    @property
+    def key(self) -> tuple[int, int, Match]:
+        return (self.table, self.priority, self.match)
+
+
+class GroupType(Enum):
+    ALL = "all"
+    SELECT = "select"
+    INDIRECT = "indirect"
+    FAST_FAILOVER = "ff"
+
+
+@dataclass(frozen=True)
+class Bucket:
+    actions: tuple[Action, ...]
+    weight: int = 1
+    watch_port: int = OFPP_ANY
+    watch_group: int = OFPG_ANY
+
+
+@dataclass(frozen=True)
+class GroupRule:
+    group_id: int
+    type: GroupType
+    buckets: tuple[Bucket, ...]
+
+
+@dataclass(frozen=True)
+class MeterRule:
+    """A drop-band meter: traffic above ``rate_kbps`` (burst ``burst_kb``) is dropped."""
+
+    meter_id: int
+    rate_kbps: int
+    burst_kb: int = 0
+
+
+@dataclass
+class SwitchRules:
+    """Everything a switch should hold (or holds), keyed for diffing."""
+
+    flows: dict[tuple[int, int, Match], FlowRule] = field(default_factory=dict)
+    groups: dict[int, GroupRule] = field(default_factory=dict)
+    meters: dict[int, MeterRule] = field(default_factory=dict)
+
+    def add_flow(self, rule: FlowRule) -> None:
+        self.flows[rule.key] = rule
+
+    def add_group(self, group: GroupRule) -> None:
+        self.groups[group.group_id] = group
+
+    def copy(self) -> SwitchRules:
+        return SwitchRules(dict(self.flows), dict(self.groups), dict(self.meters))
+
+
+# ---------------------------------------------------------------------------
+# Frames: packets the core reads from packet-ins or asks to be sent
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LldpFrame:
+    """A Loom discovery frame: which switch port sent it."""
+
+    dpid: int
+    port: int
+
+
+@dataclass(frozen=True)
+class ArpFrame:
+    op: int  # 1 request, 2 reply
+    eth_src: str
+    eth_dst: str
+    sha: str
+    spa: str
+    tha: str
+    tpa: str
+
+
+@dataclass(frozen=True)
+class EthFrame:
+    """Any other frame, with the header fields the core may need."""
+
+    eth_src: str
+    eth_dst: str
+    eth_type: int
+    vlan_vid: int | None = None
+    ipv4_src: str | None = None
+    ipv4_dst: str | None = None
+    ip_proto: int | None = None
+    l4_src: int | None = None
+    l4_dst: int | None = None
+
+
+Frame = LldpFrame | ArpFrame | EthFrame
+
+
+@dataclass(frozen=True)
+class RawFrame:
+    """Bytes to send back unchanged (re-injection of a packet-in)."""
+
+    data: bytes
+
+
+# ---------------------------------------------------------------------------
+# Events in (from switches, already decoded)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PortDesc:
+    port_no: int
+    hw_addr: str = ""
+    name: str = ""
+    up: bool = True
+    speed_kbps: int = 0
+
+
+@dataclass(frozen=True)
+class PacketIn:
+    dpid: int
+    in_port: int
+    frame: Frame | None
+    data: bytes = b""
+    table_id: int = 0
+    cookie: int = 0
+
+
+# ---------------------------------------------------------------------------
+# Messages out (to switches), in the order they must be sent
+# ---------------------------------------------------------------------------
+
+
+class Op(Enum):
+    ADD = "add"
+    MODIFY = "modify"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class FlowMod:
+    op: Op
+    rule: FlowRule
+
+
+@dataclass(frozen=True)
+class GroupMod:
+    op: Op
+    group: GroupRule
+
+
+@dataclass(frozen=True)
+class MeterMod:
+    op: Op
+    meter: MeterRule
+
+
+@dataclass(frozen=True)
+class PacketOut:
+    in_port: int
+    actions: tuple[Action, ...]
+    frame: LldpFrame | ArpFrame | RawFrame
+
+
+@dataclass(frozen=True)
+class ClearSwitch:
+    """Remove every flow, group and meter: a switch whose state Loom does not know."""
+
+
+Message = FlowMod | GroupMod | MeterMod | PacketOut | ClearSwitch
+
+Messages = dict[int, list[Message]]
+
+
+def merge(into: Messages, more: Messages) -> Messages:
+    """Append ``more`` to ``into`` per switch, keeping order; returns ``into``."""
+    for dpid, msgs in more.items():
+        into.setdefault(dpid, []).extend(msgs)
+    return into

@@ -1,0 +1,1 @@
+"""OpenFlow adapter: the only package (with app.py) that imports Ryu."""

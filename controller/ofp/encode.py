@@ -1,0 +1,149 @@
+"""Domain messages -> Ryu OpenFlow 1.3 parser messages (the only rule encoder)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.model import (
+    OFPP_CONTROLLER,
+    Action,
+    Bucket,
+    ClearSwitch,
+    FlowMod,
+    FlowRule,
+    GroupAction,
+    GroupMod,
+    GroupType,
+    Message,
+    MeterMod,
+    Op,
+    Output,
+    PacketOut,
+    SetField,
+    SetQueue,
+)
+from controller.ofp.compat import ofp, parser
+from controller.ofp.frames import frame_bytes
+
+GROUP_TYPES = {
+    GroupType.ALL: ofp.OFPGT_ALL,
+    GroupType.SELECT: ofp.OFPGT_SELECT,
+    GroupType.INDIRECT: ofp.OFPGT_INDIRECT,
+    GroupType.FAST_FAILOVER: ofp.OFPGT_FF,
+}
+FLOW_COMMANDS = {
+    Op.ADD: ofp.OFPFC_ADD,
+    Op.MODIFY: ofp.OFPFC_MODIFY_STRICT,
+    Op.DELETE: ofp.OFPFC_DELETE_STRICT,
+}
+GROUP_COMMANDS = {Op.ADD: ofp.OFPGC_ADD, Op.MODIFY: ofp.OFPGC_MODIFY, Op.DELETE: ofp.OFPGC_DELETE}
+METER_COMMANDS = {Op.ADD: ofp.OFPMC_ADD, Op.MODIFY: ofp.OFPMC_MODIFY, Op.DELETE: ofp.OFPMC_DELETE}
+
+
+def action(act: Action) -> Any:
+    if isinstance(act, Output):
+        max_len = ofp.OFPCML_NO_BUFFER if act.port == OFPP_CONTROLLER else 0
+        return parser.OFPActionOutput(act.port, max_len)
+    if isinstance(act, GroupAction):
+        return parser.OFPActionGroup(act.group_id)
+    if isinstance(act, SetField):
+        return parser.OFPActionSetField(**{act.field: act.value})
+    if isinstance(act, SetQueue):
+        return parser.OFPActionSetQueue(act.queue_id)
+    raise TypeError(f"no OpenFlow encoding for action {act!r}")
+
+
+def instructions(rule: FlowRule) -> list[Any]:
+    out: list[Any] = []
+    if rule.meter is not None:
+        out.append(parser.OFPInstructionMeter(rule.meter, ofp.OFPIT_METER))
+    if rule.actions:
+        out.append(
+            parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action(a) for a in rule.actions])
+        )
+    if rule.write_metadata is not None:
+        out.append(parser.OFPInstructionWriteMetadata(*rule.write_metadata))
+    if rule.goto is not None:
+        out.append(parser.OFPInstructionGotoTable(int(rule.goto)))
+    return out
+
+
+def flow_mod(dp: Any, msg: FlowMod) -> Any:
+    rule = msg.rule
+    return parser.OFPFlowMod(
+        dp,
+        cookie=rule.cookie,
+        table_id=int(rule.table),
+        command=FLOW_COMMANDS[msg.op],
+        idle_timeout=rule.idle_timeout,
+        hard_timeout=rule.hard_timeout,
+        priority=rule.priority,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        out_port=ofp.OFPP_ANY,
+        out_group=ofp.OFPG_ANY,
+        match=parser.OFPMatch(**rule.match.as_dict()),
+        instructions=[] if msg.op is Op.DELETE else instructions(rule),
+    )
+
+
+def bucket(b: Bucket) -> Any:
+    return parser.OFPBucket(b.weight, b.watch_port, b.watch_group, [action(a) for a in b.actions])
+
+
+def group_mod(dp: Any, msg: GroupMod) -> Any:
+    g = msg.group
+    buckets = [] if msg.op is Op.DELETE else [bucket(b) for b in g.buckets]
+    return parser.OFPGroupMod(dp, GROUP_COMMANDS[msg.op], GROUP_TYPES[g.type], g.group_id, buckets)
+
+
+def meter_mod(dp: Any, msg: MeterMod) -> Any:
+    m = msg.meter
+    flags = ofp.OFPMF_KBPS | (ofp.OFPMF_BURST if m.burst_kb else 0)
+    bands = (
+        []
+        if msg.op is Op.DELETE
+        else [parser.OFPMeterBandDrop(rate=m.rate_kbps, burst_size=m.burst_kb)]
+    )
+    return parser.OFPMeterMod(dp, METER_COMMANDS[msg.op], flags, m.meter_id, bands)
+
+
+def packet_out(dp: Any, msg: PacketOut) -> Any:
+    return parser.OFPPacketOut(
+        dp,
+        buffer_id=ofp.OFP_NO_BUFFER,
+        in_port=msg.in_port,
+        actions=[action(a) for a in msg.actions],
+        data=frame_bytes(msg.frame),
+    )
+
+
+def clear_switch(dp: Any) -> list[Any]:
+    """Delete every flow, group and meter, then fence with a barrier."""
+    return [
+        parser.OFPFlowMod(
+            dp,
+            table_id=ofp.OFPTT_ALL,
+            command=ofp.OFPFC_DELETE,
+            out_port=ofp.OFPP_ANY,
+            out_group=ofp.OFPG_ANY,
+            match=parser.OFPMatch(),
+        ),
+        parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, 0, ofp.OFPG_ALL, []),
+        parser.OFPMeterMod(dp, ofp.OFPMC_DELETE, 0, ofp.OFPM_ALL, []),
+        parser.OFPBarrierRequest(dp),
+    ]
+
+
+def encode(dp: Any, msg: Message) -> list[Any]:
+    """One domain message as the Ryu messages that carry it (``dp`` may be None in tests)."""
+    if isinstance(msg, FlowMod):
+        return [flow_mod(dp, msg)]
+    if isinstance(msg, GroupMod):
+        return [group_mod(dp, msg)]
+    if isinstance(msg, MeterMod):
+        return [meter_mod(dp, msg)]
+    if isinstance(msg, PacketOut):
+        return [packet_out(dp, msg)]
+    if isinstance(msg, ClearSwitch):
+        return clear_switch(dp)
+    raise TypeError(f"no OpenFlow encoding for {msg!r}")

@@ -1,0 +1,49 @@
+"""Ryu WSGI glue for ``controller.api``: one catch-all route, JSON in and out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from controller.api import LoomApi
+from controller.ofp.compat import FRAMEWORK
+
+if FRAMEWORK == "ryu":
+    from ryu import cfg
+    from ryu.app.wsgi import ControllerBase, Response, WSGIApplication, route
+
+    # The API changes the fabric: serve it on loopback unless --wsapi-host says otherwise.
+    cfg.CONF.set_default("wsapi_host", "127.0.0.1")
+else:  # pragma: no cover - os-ken ships no WSGI: the API is off there
+    ControllerBase, WSGIApplication = object, None
+
+API_INSTANCE = "loom_api"
+
+
+class LoomRestController(ControllerBase):  # type: ignore[misc]
+    def __init__(self, req: Any, link: Any, data: dict[str, Any], **config: Any) -> None:
+        super().__init__(req, link, data, **config)
+        self.api: LoomApi = data[API_INSTANCE]
+
+    @staticmethod
+    def contexts() -> dict[str, Any]:
+        return {"wsgi": WSGIApplication} if WSGIApplication is not None else {}
+
+    if FRAMEWORK == "ryu":
+
+        @route("loom", "/loom/{path:.*}", methods=["GET", "POST", "PUT", "DELETE"])
+        def dispatch(self, req: Any, **kwargs: Any) -> Any:
+            status, body = self.api.handle(req.method, req.path, dict(req.GET), req.body or b"")
+            return Response(
+                status=status,
+                content_type="application/json",
+                charset="utf-8",
+                body=json.dumps(body, indent=1, sort_keys=True).encode(),
+            )
+
+
+def register_rest(kwargs: dict[str, Any], app: Any) -> None:
+    """Mount the API on Ryu's WSGI server (listening where --wsapi-host/port say)."""
+    wsgi = kwargs.get("wsgi")
+    if wsgi is not None:
+        wsgi.register(LoomRestController, {API_INSTANCE: LoomApi(app.fabric)})

@@ -1,0 +1,160 @@
+"""The learned fabric: switches, ports, links (from LLDP) and hosts (from ARP).
+
+Nothing here is configured: the graph is what the switches report. A link is a
+directed observation "an LLDP frame sent on (a, pa) arrived on (b, pb)"; it lives while
+both ports are up and frames keep arriving within the timeout. Any port that has
+carried LLDP is a fabric port and never hosts a host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import networkx as nx
+
+from controller.model import PortDesc
+
+PortRef = tuple[int, int]  # (dpid, port_no)
+
+
+@dataclass(frozen=True)
+class Link:
+    src: PortRef
+    dst: PortRef
+    last_seen: float
+
+
+@dataclass(frozen=True)
+class Host:
+    mac: str
+    ip: str | None
+    dpid: int
+    port: int
+    last_seen: float
+
+
+@dataclass
+class Switch:
+    dpid: int
+    ports: dict[int, PortDesc] = field(default_factory=dict)
+
+    def live_ports(self) -> list[int]:
+        return sorted(p for p, d in self.ports.items() if d.up)
+
+
+class Topology:
+    """Mutable learned state with small, explicit update methods.
+
+    Each update returns whether the routed graph changed, so the caller knows when to
+    recompute paths.
+    """
+
+    def __init__(self) -> None:
+        self.switches: dict[int, Switch] = {}
+        self.links: dict[PortRef, Link] = {}
+        self.hosts: dict[str, Host] = {}
+        self.fabric_ports: set[PortRef] = set()
+
+    # -- switches and ports -------------------------------------------------
+    def add_switch(self, dpid: int, ports: list[PortDesc]) -> None:
+        self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
+
+    def remove_switch(self, dpid: int) -> bool:
+        """Forget a switch, its links (both directions) and its hosts."""
+        if self.switches.pop(dpid, None) is None:
+            return False
+        dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
+        for ref in dead:
+            del self.links[ref]
+        for mac in [m for m, h in self.hosts.items() if h.dpid == dpid]:
+            del self.hosts[mac]
+        return True
+
+    def port_changed(self, dpid: int, desc: PortDesc, deleted: bool = False) -> bool:
+        """Record a PortStatus; a port going down takes its links down at once."""
+        switch = self.switches.get(dpid)
+        if switch is None:
+            return False
+        if deleted:
+            switch.ports.pop(desc.port_no, None)
+        else:
+            switch.ports[desc.port_no] = desc
+        if deleted or not desc.up:
+            return self._drop_links_at((dpid, desc.port_no))
+        return False
+
+    def port_up(self, ref: PortRef) -> bool:
+        switch = self.switches.get(ref[0])
+        desc = switch.ports.get(ref[1]) if switch else None
+        return bool(desc and desc.up)
+
+    # -- links ----------------------------------------------------------------
+    def link_seen(self, now: float, src: PortRef, dst: PortRef) -> bool:
+        """Record an LLDP observation; True when it adds or moves a link."""
+        if src[0] not in self.switches or dst[0] not in self.switches:
+            return False
+        if not (self.port_up(src) and self.port_up(dst)):
+            return False
+        old = self.links.get(src)
+        self.links[src] = Link(src, dst, now)
+        self.fabric_ports.update((src, dst))
+        if old is not None and old.dst == dst:
+            return False
+        for mac in [m for m, h in self.hosts.items() if (h.dpid, h.port) in (src, dst)]:
+            del self.hosts[mac]
+        return True
+
+    def expire_links(self, now: float, timeout: float) -> list[Link]:
+        dead = [link for link in self.links.values() if now - link.last_seen > timeout]
+        for link in dead:
+            del self.links[link.src]
+        return dead
+
+    def _drop_links_at(self, ref: PortRef) -> bool:
+        dead = [s for s, link in self.links.items() if ref in (s, link.dst)]
+        for s in dead:
+            del self.links[s]
+        return bool(dead)
+
+    def is_fabric_port(self, ref: PortRef) -> bool:
+        return ref in self.fabric_ports
+
+    def edge_ports(self, dpid: int) -> list[int]:
+        """Live ports that have never carried LLDP: where hosts can be."""
+        switch = self.switches.get(dpid)
+        if switch is None:
+            return []
+        return [p for p in switch.live_ports() if (dpid, p) not in self.fabric_ports]
+
+    def graph(self) -> nx.MultiDiGraph:
+        """Live switch graph: nodes are dpids, edge key is the source port."""
+        g = nx.MultiDiGraph()
+        g.add_nodes_from(sorted(self.switches))
+        for src, link in sorted(self.links.items()):
+            if self.port_up(src) and self.port_up(link.dst):
+                g.add_edge(src[0], link.dst[0], key=src[1], dst_port=link.dst[1])
+        return g
+
+    # -- hosts ----------------------------------------------------------------
+    def learn_host(self, now: float, mac: str, ip: str | None, dpid: int, port: int) -> bool:
+        """Learn or refresh a host seen at an edge port; True when it is new or moved."""
+        if (dpid, port) in self.fabric_ports or dpid not in self.switches:
+            return False
+        old = self.hosts.get(mac)
+        if old is not None and (old.dpid, old.port) == (dpid, port):
+            self.hosts[mac] = replace(old, ip=ip or old.ip, last_seen=now)
+            return ip is not None and ip != old.ip
+        self.hosts[mac] = Host(mac, ip, dpid, port, now)
+        return True
+
+    def host_by_ip(self, ip: str) -> Host | None:
+        for host in self.hosts.values():
+            if host.ip == ip:
+                return host
+        return None
+
+    def hosts_at(self, dpid: int) -> list[Host]:
+        """Hosts on a switch in a stable order (port, then MAC)."""
+        return sorted(
+            (h for h in self.hosts.values() if h.dpid == dpid), key=lambda h: (h.port, h.mac)
+        )

@@ -1,0 +1,180 @@
+"""The core's event handling without any switch: discovery, hosts, ARP, port down."""
+
+from __future__ import annotations
+
+from controller.arp import ARP_REPLY, ARP_REQUEST, BROADCAST, ZERO_IP
+from controller.fabric import Fabric, FabricConfig
+from controller.model import (
+    CONTROLLER_MAC,
+    OFPP_TABLE,
+    ArpFrame,
+    ClearSwitch,
+    EthFrame,
+    FlowMod,
+    GroupMod,
+    LldpFrame,
+    Op,
+    Output,
+    PacketIn,
+    PacketOut,
+    PortDesc,
+    RawFrame,
+)
+from controller.topology import Topology
+
+A = "02:00:00:00:00:01"
+B = "02:00:00:00:00:02"
+
+
+def ports(*nums: int) -> list[PortDesc]:
+    return [PortDesc(n) for n in nums]
+
+
+def line_fabric() -> Fabric:
+    """Two switches 1 and 2 linked 1:3 <-> 2:3; hosts will sit on port 1 of each."""
+    f = Fabric(FabricConfig(lldp_interval=1.0, lldp_timeout=3.5))
+    f.switch_up(0.0, 1, ports(1, 2, 3))
+    f.switch_up(0.0, 2, ports(1, 2, 3))
+    f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3)))
+    f.packet_in(0.1, PacketIn(1, 3, LldpFrame(2, 3)))
+    f.tick(0.2)
+    return f
+
+
+def arp(op: int, sha: str, spa: str, tpa: str, eth_dst: str = BROADCAST, tha: str = "00:00:00:00:00:00") -> ArpFrame:
+    return ArpFrame(op, sha, eth_dst, sha, spa, tha, tpa)
+
+
+def packet_outs(msgs: dict, dpid: int) -> list[PacketOut]:
+    return [m for m in msgs.get(dpid, []) if isinstance(m, PacketOut)]
+
+
+def test_switch_up_clears_installs_base_and_sends_lldp_everywhere() -> None:
+    f = Fabric()
+    out = f.switch_up(5.0, 7, ports(1, 2))
+    assert out[7][0] == ClearSwitch()
+    assert any(isinstance(m, FlowMod) and m.op is Op.ADD for m in out[7])
+    lldp = [m.frame for m in packet_outs(out, 7)]
+    assert lldp == [LldpFrame(7, 1), LldpFrame(7, 2)]
+
+
+def test_lldp_discovers_links_and_batches_the_replan_into_tick() -> None:
+    f = Fabric()
+    f.switch_up(0.0, 1, ports(1, 3))
+    f.switch_up(0.0, 2, ports(1, 3))
+    assert f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3))) == {}
+    assert f.topo.is_fabric_port((1, 3)) and f.topo.is_fabric_port((2, 3))
+    out = f.tick(0.2)
+    fabric_rules = [m for m in out.get(1, []) if isinstance(m, FlowMod) and m.rule.match.get("in_port") == 3]
+    assert len(fabric_rules) == 1
+
+
+def test_links_expire_without_lldp_and_go_down_at_once_on_port_status() -> None:
+    f = line_fabric()
+    assert len(f.topo.links) == 2
+    f.tick(3.0)
+    assert len(f.topo.links) == 2
+    f.tick(4.0)  # 3.9 s since the last frame > 3.5 s timeout
+    assert f.topo.links == {}
+    f = line_fabric()
+    f.port_status(0.5, 1, PortDesc(3, up=False))
+    assert f.topo.links == {}
+
+
+def test_arp_for_unknown_host_probes_edge_ports_only_then_answers() -> None:
+    f = line_fabric()
+    out = f.packet_in(1.0, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.2")))
+    assert A in f.topo.hosts
+    probes = {dpid: packet_outs(out, dpid) for dpid in (1, 2)}
+    assert [p.actions for p in probes[1]] == [(Output(2),)]  # not port 1 (requester), not 3 (fabric)
+    assert [p.actions for p in probes[2]] == [(Output(1), Output(2))]
+    probe = probes[2][0].frame
+    assert isinstance(probe, ArpFrame) and probe.sha == CONTROLLER_MAC and probe.spa == ZERO_IP
+    # the owner answers the controller's probe; the controller answers the requester
+    reply = ArpFrame(ARP_REPLY, B, CONTROLLER_MAC, B, "10.0.0.2", CONTROLLER_MAC, ZERO_IP)
+    out = f.packet_in(1.1, PacketIn(2, 1, reply))
+    answer = packet_outs(out, 1)
+    assert len(answer) == 1 and answer[0].actions == (Output(1),)
+    frame = answer[0].frame
+    assert isinstance(frame, ArpFrame) and (frame.op, frame.sha, frame.spa, frame.tha) == (ARP_REPLY, B, "10.0.0.2", A)
+    # and B's routes were planned in the same step, before the answer
+    assert any(isinstance(m, FlowMod) and m.rule.match.get("eth_dst") == B for m in out[1])
+
+
+def test_arp_for_known_host_is_answered_directly_without_probe() -> None:
+    f = line_fabric()
+    f.packet_in(1.0, PacketIn(2, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.9")))
+    out = f.packet_in(1.5, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.2")))
+    assert set(out) >= {1} and len(packet_outs(out, 1)) == 1 and packet_outs(out, 2) == []
+
+
+def test_probes_are_rate_limited_per_target() -> None:
+    f = line_fabric()
+    first = f.packet_in(1.0, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.7")))
+    again = f.packet_in(1.2, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.7")))
+    later = f.packet_in(2.1, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.7")))
+    assert packet_outs(first, 2) and not packet_outs(again, 2) and packet_outs(later, 2)
+
+
+def test_nothing_is_learned_from_fabric_ports_or_the_controller_mac() -> None:
+    f = line_fabric()
+    f.packet_in(1.0, PacketIn(1, 3, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.2")))
+    probe = ArpFrame(ARP_REQUEST, CONTROLLER_MAC, BROADCAST, CONTROLLER_MAC, ZERO_IP, "00:00:00:00:00:00", "10.0.0.1")
+    f.packet_in(1.0, PacketIn(1, 2, probe))
+    assert f.topo.hosts == {}
+
+
+def test_hosts_learned_on_a_port_that_turns_out_to_be_fabric_are_dropped() -> None:
+    t = Topology()
+    t.add_switch(1, ports(1, 2))
+    t.add_switch(2, ports(1, 2))
+    assert t.learn_host(0.0, A, "10.0.0.1", 1, 2)
+    assert t.link_seen(0.1, (2, 1), (1, 2))
+    assert A not in t.hosts
+
+
+def test_host_move_replans_both_switches() -> None:
+    f = line_fabric()
+    f.packet_in(1.0, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.1")))  # gratuitous
+    out = f.packet_in(2.0, PacketIn(2, 2, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.1")))
+    deletes = [m for msgs in out.values() for m in msgs if isinstance(m, FlowMod) and m.op is Op.DELETE]
+    adds = [m for msgs in out.values() for m in msgs if isinstance(m, FlowMod) and m.op is not Op.DELETE]
+    assert deletes and adds and f.topo.hosts[A].dpid == 2
+
+
+def test_port_down_sends_only_the_difference() -> None:
+    f = Fabric()
+    for dpid in (1, 2, 3):
+        f.switch_up(0.0, dpid, ports(1, 2, 3))
+    # triangle: 1:2-2:2, 2:3-3:3, 1:3-3:2
+    for a, b in [((1, 2), (2, 2)), ((2, 3), (3, 3)), ((1, 3), (3, 2))]:
+        f.packet_in(0.1, PacketIn(b[0], b[1], LldpFrame(*a)))
+        f.packet_in(0.1, PacketIn(a[0], a[1], LldpFrame(*b)))
+    f.tick(0.2)
+    f.packet_in(0.3, PacketIn(3, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.2")))
+    out = f.port_status(0.4, 1, PortDesc(3, up=False))
+    msgs = out.get(1, [])
+    assert msgs, "switch 1 must move its routes to switch 3 onto port 2"
+    assert all(not isinstance(m, PacketOut) for m in msgs)
+    assert any(isinstance(m, GroupMod) and m.op is Op.MODIFY for m in msgs) or any(
+        isinstance(m, FlowMod) and m.op is Op.MODIFY for m in msgs
+    )
+    assert f.port_status(0.5, 1, PortDesc(3, up=False)) == {}  # nothing changed: nothing sent
+
+
+def test_route_miss_is_reinjected_only_for_routed_hosts() -> None:
+    f = line_fabric()
+    f.packet_in(1.0, PacketIn(2, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.2")))
+    frame = EthFrame(A, B, 0x0800, None, "10.0.0.1", "10.0.0.2", 6, 1000, 80)
+    out = f.packet_in(1.1, PacketIn(1, 1, frame, b"raw", table_id=4))
+    assert out == {1: [PacketOut(1, (Output(OFPP_TABLE),), RawFrame(b"raw"))]}
+    unknown = EthFrame(A, "02:00:00:00:00:99", 0x0800)
+    assert f.packet_in(1.2, PacketIn(1, 1, unknown, b"raw", table_id=4)) == {}
+
+
+def test_switch_down_removes_its_links_and_hosts() -> None:
+    f = line_fabric()
+    f.packet_in(1.0, PacketIn(2, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.2")))
+    f.switch_down(2.0, 2)
+    assert f.topo.links == {} and f.topo.hosts == {} and list(f.topo.switches) == [1]
+    assert all(dpid == 1 for owner in f.store.parts.values() for dpid in owner)
