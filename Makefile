@@ -54,7 +54,7 @@ $(VENV)/.installed: requirements.txt setup.cfg controller/ofp/patch_ryu.py | apt
 
 ## The whole suite: unit, fake-fabric, adapter and emulation layers (root, OVS).
 test: setup
-	$(PY) -m pytest
+	LOOM_REQUIRE_EMULATION=1 $(PY) -m pytest
 
 test-unit: venv
 	$(PY) -m pytest -m "not emulation"

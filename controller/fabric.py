@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.arp import ArpService
-from controller.compiler import RuleStore, base_plan, destination_plan
+from controller.compiler import Owner, Plan, RuleStore, base_plan, destination_plan
 from controller.model import (
     MAX_PHYSICAL_PORT,
     OFPP_CONTROLLER,
@@ -31,7 +31,7 @@ from controller.model import (
     RawFrame,
     merge,
 )
-from controller.routing import Routes, add_destination, compute_routes
+from controller.routing import add_destination, compute_routes, empty_routes
 from controller.topology import Topology
 
 log = logging.getLogger("loom.fabric")
@@ -51,11 +51,12 @@ class Fabric:
         self.topo = Topology()
         self.store = RuleStore()
         self.arp = ArpService(self.config.arp_probe_interval, self.config.arp_wait_timeout)
-        self.routes = Routes(None, {}, {})
+        self.routes = empty_routes()
         self.events: Counter[str] = Counter()
         self._dirty = False
         self._next_lldp = 0.0
         self._planned_at: dict[str, int] = {}  # host MAC -> destination switch it is routed to
+        self._routed_macs: dict[int, set[str]] = {}
 
     # -- switch lifecycle -----------------------------------------------------
     def switch_up(self, now: float, dpid: int, ports: list[PortDesc]) -> Messages:
@@ -107,7 +108,11 @@ class Fabric:
 
     def _route_miss(self, pkt: PacketIn, frame: EthFrame) -> Messages:
         """A packet that beat its route to a switch: re-inject it once the route exists."""
-        if frame.eth_dst not in self._planned_at:
+        dest = self._planned_at.get(frame.eth_dst)
+        rules = self.store.parts.get(("dest", dest), {}).get(pkt.dpid) if dest is not None else None
+        if rules is None or not any(
+            r.match.get("eth_dst") == frame.eth_dst for r in rules.flows.values()
+        ):
             self.events["route_miss_dropped"] += 1
             return {}
         self.events["route_miss_reinjected"] += 1
@@ -129,51 +134,63 @@ class Fabric:
         return out
 
     # -- planning -------------------------------------------------------------
-    def _replan_base(self, dpid: int) -> Messages:
+    def _base_plan(self, dpid: int) -> Plan:
         fabric_ports = [p for d, p in self.topo.fabric_ports if d == dpid]
-        return self.store.replace(("base", dpid), {dpid: base_plan(dpid, fabric_ports)})
+        return {dpid: base_plan(dpid, fabric_ports)}
+
+    def _replan_base(self, dpid: int) -> Messages:
+        return self._commit({("base", dpid): self._base_plan(dpid)})
+
+    def _dest_plan(self, dest: int) -> Plan:
+        if dest not in self.routes.ports:
+            add_destination(self.routes, dest)
+        hosts = self.topo.hosts_at(dest)
+        return destination_plan(dest, hosts, self.routes, sorted(self.topo.switches))
+
+    def _commit(self, plans: dict[Owner, Plan]) -> Messages:
+        """Apply plans computed in full beforehand: an error while planning leaves what
+        was sent and what the store believes in agreement."""
+        out: Messages = {}
+        for owner, plan in plans.items():
+            merge(out, self.store.replace(owner, plan))
+            if owner[0] == "dest" and isinstance(owner[1], int):
+                self._note_routed(owner[1], bool(plan))
+        return out
+
+    def _note_routed(self, dest: int, planned: bool) -> None:
+        """Track which switch each host MAC is routed to (for moves and route misses)."""
+        for mac in self._routed_macs.pop(dest, set()):
+            if self._planned_at.get(mac) == dest:
+                del self._planned_at[mac]
+        if planned:
+            macs = {h.mac for h in self.topo.hosts_at(dest)}
+            self._routed_macs[dest] = macs
+            self._planned_at.update((mac, dest) for mac in macs)
 
     def _replan_all(self) -> Messages:
         self._dirty = False
         self.events["replan_all"] += 1
         dests = sorted({h.dpid for h in self.topo.hosts.values()})
         self.routes = compute_routes(self.topo.graph(), dests)
-        out: Messages = {}
-        for dpid in sorted(self.topo.switches):
-            merge(out, self._replan_base(dpid))
-        for owner in self.store.owners("base"):
-            if owner[1] not in self.topo.switches:
-                merge(out, self.store.remove(owner))
-        for owner in self.store.owners("dest"):
-            if owner[1] not in dests:
-                merge(out, self.store.remove(owner))
-        self._planned_at.clear()
-        for dest in dests:
-            merge(out, self._replan_dest(dest))
-        return out
-
-    def _replan_dest(self, dest: int) -> Messages:
-        if dest not in self.routes.ports:
-            add_destination(self.topo.graph(), self.routes, dest)
-        hosts = self.topo.hosts_at(dest)
-        self._planned_at.update((h.mac, dest) for h in hosts)
-        plan = destination_plan(dest, hosts, self.routes, sorted(self.topo.switches))
-        return self.store.replace(("dest", dest), plan)
+        plans: dict[Owner, Plan] = {
+            ("base", d): self._base_plan(d) for d in sorted(self.topo.switches)
+        }
+        plans.update((("dest", d), self._dest_plan(d)) for d in dests)
+        for owner in self.store.owners("base") + self.store.owners("dest"):
+            plans.setdefault(owner, {})  # switches gone, destinations without hosts
+        return self._commit(plans)
 
     def _replan_host(self, mac: str) -> Messages:
         """A host appeared or moved: re-plan its switch (and any switch it left)."""
         self.events["host_changed"] += 1
+        if self._dirty:  # routes are stale: plan everything on the fresh graph
+            return self._replan_all()
         host = self.topo.hosts[mac]
+        plans: dict[Owner, Plan] = {("dest", host.dpid): self._dest_plan(host.dpid)}
         left = self._planned_at.get(mac)
-        out = self._replan_dest(host.dpid)
         if left is not None and left != host.dpid:
-            merge(
-                out,
-                self._replan_dest(left)
-                if self.topo.hosts_at(left)
-                else self.store.remove(("dest", left)),
-            )
-        return out
+            plans[("dest", left)] = self._dest_plan(left) if self.topo.hosts_at(left) else {}
+        return self._commit(plans)
 
     def _lldp_for(self, dpid: int, ports: list[int]) -> Messages:
         msgs = [

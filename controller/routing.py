@@ -115,8 +115,13 @@ def ecmp_next_hops(
 
 @dataclass
 class Routes:
-    """Next-hop ports per destination switch, for the switches that need them."""
+    """Next-hop ports per destination switch, computed on one snapshot of the graph.
 
+    Destinations added later are computed on the same snapshot, so costs and next hops
+    always agree even while discovery keeps changing the live graph.
+    """
+
+    graph: nx.MultiDiGraph
     groups: dict[Node, int] | None
     costs: dict[tuple[Node, Node, int], int]
     ports: dict[Node, dict[Node, tuple[int, ...]]]  # dest -> switch -> ports
@@ -128,15 +133,18 @@ class Routes:
 def compute_routes(g: nx.MultiDiGraph, dests: Iterable[Node]) -> Routes:
     """Routes to each of ``dests`` over ``g``, with dragonfly groups inferred."""
     groups = infer_groups(g)
-    costs = link_costs(g, groups)
-    routes = Routes(groups, costs, {})
+    routes = Routes(g, groups, link_costs(g, groups), {})
     for dest in dests:
-        add_destination(g, routes, dest)
+        add_destination(routes, dest)
     return routes
 
 
-def add_destination(g: nx.MultiDiGraph, routes: Routes, dest: Node) -> None:
-    hops = ecmp_next_hops(g, dest, routes.costs)
+def empty_routes() -> Routes:
+    return Routes(nx.MultiDiGraph(), None, {}, {})
+
+
+def add_destination(routes: Routes, dest: Node) -> None:
+    hops = ecmp_next_hops(routes.graph, dest, routes.costs)
     routes.ports[dest] = {u: tuple(p for p, _ in nh) for u, nh in hops.items() if nh}
 
 

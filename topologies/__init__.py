@@ -72,9 +72,7 @@ def _parse_args(where: str, args: str, names: list[str]) -> dict[str, object]:
             key, text = names[positional], item
             positional += 1
         if key not in names:
-            raise TopologyError(
-                f"{where}: unknown parameter {key!r} (allowed: {', '.join(names)})"
-            )
+            raise TopologyError(f"{where}: unknown parameter {key!r} (allowed: {', '.join(names)})")
         if key in out:
             raise TopologyError(f"{where}: parameter {key!r} given twice")
         out[key] = _value(text.strip())

@@ -72,13 +72,17 @@ def summary(g: nx.MultiGraph) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="loom-topology", description="Build a Loom fabric and summarise it or dump it.",
+        prog="loom-topology",
+        description="Build a Loom fabric and summarise it or dump it.",
         epilog=SPEC_HELP,
     )
     parser.add_argument("spec", help="fabric spec, e.g. fat_tree:k=4 or lab.yaml")
     parser.add_argument("--yaml", action="store_true", help="print the fabric as YAML")
-    parser.add_argument("--summary", action="store_true",
-                        help="print the summary (the default; as YAML comments with --yaml)")
+    parser.add_argument(
+        "--summary",
+        action="store_true",
+        help="print the summary (the default; as YAML comments with --yaml)",
+    )
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2): return, do not exit

@@ -47,8 +47,14 @@ from topologies.graph import (
 )
 
 TAG = "tag:yaml.org,2002:"
-TYPE_NAMES = {"str": "a string", "int": "an integer", "float": "a number", "bool": "a boolean",
-              "null": "nothing (null)", "timestamp": "a date"}
+TYPE_NAMES = {
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean",
+    "null": "nothing (null)",
+    "timestamp": "a date",
+}
 NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 MAC_RE = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}\Z")
 HOST_NET = ipaddress.IPv4Network("10.0.0.0/8")
@@ -99,27 +105,36 @@ class _Reader:
             return "a list"
         return TYPE_NAMES.get(node.tag.removeprefix(TAG), node.tag)
 
-    def mapping(self, node: Node, key: str, allowed: tuple[str, ...],
-                required: tuple[str, ...] = ()) -> _Entry:
+    def mapping(
+        self, node: Node, key: str, allowed: tuple[str, ...], required: tuple[str, ...] = ()
+    ) -> _Entry:
         if not isinstance(node, MappingNode):
-            self.fail(node, key, f"expected a mapping with keys {', '.join(allowed)}, "
-                                 f"got {self.kind(node)}")
+            self.fail(
+                node,
+                key,
+                f"expected a mapping with keys {', '.join(allowed)}, got {self.kind(node)}",
+            )
         fields: dict[str, Node] = {}
         prefix = f"{key}." if key else ""
         for k_node, v_node in node.value:
             label = k_node.value if isinstance(k_node, ScalarNode) else "?"
             name = self.string(k_node, f"{prefix}{label}")
             if name not in allowed:
-                self.fail(k_node, prefix + name,
-                          f"unknown key '{name}' (allowed: {', '.join(allowed)})")
+                self.fail(
+                    k_node, prefix + name, f"unknown key '{name}' (allowed: {', '.join(allowed)})"
+                )
             if name in fields:
-                self.fail(k_node, prefix + name, f"duplicate key '{name}' (first on line "
-                                                 f"{fields[name].start_mark.line + 1})")
+                self.fail(
+                    k_node,
+                    prefix + name,
+                    f"duplicate key '{name}' (first on line {fields[name].start_mark.line + 1})",
+                )
             fields[name] = v_node
         for name in required:
             if name not in fields:
-                self.fail(node, prefix + name, f"missing key '{name}' "
-                                               f"(required: {', '.join(required)})")
+                self.fail(
+                    node, prefix + name, f"missing key '{name}' (required: {', '.join(required)})"
+                )
         return _Entry(key, fields)
 
     def sequence(self, node: Node, key: str) -> list[Node]:
@@ -138,8 +153,9 @@ class _Reader:
     def name(self, node: Node, key: str) -> str:
         value = self.string(node, key)
         if not NAME_RE.match(value):
-            self.fail(node, key, f"bad name {value!r} (expected a letter, then letters, "
-                                 "digits or '_')")
+            self.fail(
+                node, key, f"bad name {value!r} (expected a letter, then letters, digits or '_')"
+            )
         return value
 
     def integer(self, node: Node, key: str, low: int, high: int) -> int:
@@ -175,8 +191,9 @@ def load_fabric(path: str | Path, rate_mbps: float | None = None) -> nx.MultiGra
     return parse_fabric(text, str(path), rate_mbps, default_name=Path(path).stem)
 
 
-def parse_fabric(text: str, path: str = "<string>", rate_mbps: float | None = None,
-                 default_name: str = "custom") -> nx.MultiGraph:
+def parse_fabric(
+    text: str, path: str = "<string>", rate_mbps: float | None = None, default_name: str = "custom"
+) -> nx.MultiGraph:
     """Build the fabric described by ``text``; ``path`` only labels error messages."""
     rd = _Reader(path)
     try:
@@ -188,8 +205,7 @@ def parse_fabric(text: str, path: str = "<string>", rate_mbps: float | None = No
         rd.fail(None, "", f"not valid YAML: {err}")
     if root is None:
         rd.fail(1, "", "empty file (expected a mapping with a 'switches' list)")
-    top = rd.mapping(root, "", ("name", "defaults", "switches", "hosts", "links"),
-                     ("switches",))
+    top = rd.mapping(root, "", ("name", "defaults", "switches", "hosts", "links"), ("switches",))
     f = top.fields
     name = rd.string(f["name"], "name") if "name" in f else default_name
     default_rate = DEFAULT_RATE
@@ -202,15 +218,25 @@ def parse_fabric(text: str, path: str = "<string>", rate_mbps: float | None = No
         rd.fail(f["switches"], "switches", "expected a list of at least one switch")
     g = new_graph(name, "custom", path=path)
     _Builder(rd, g, default_rate).build(
-        [rd.mapping(n, f"switches[{i}]", ("name", "dpid", "role", "group"), ("name",))
-         for i, n in enumerate(switch_nodes)],
-        [rd.mapping(n, f"hosts[{i}]",
-                    ("name", "switch", "ip", "mac", "port", "rate_mbps", "group"),
-                    ("name", "switch", "ip"))
-         for i, n in enumerate(rd.sequence(f["hosts"], "hosts") if "hosts" in f else [])],
-        [rd.mapping(n, f"links[{i}]", ("a", "b", "rate_mbps", "a_port", "b_port", "scope"),
-                    ("a", "b"))
-         for i, n in enumerate(rd.sequence(f["links"], "links") if "links" in f else [])],
+        [
+            rd.mapping(n, f"switches[{i}]", ("name", "dpid", "role", "group"), ("name",))
+            for i, n in enumerate(switch_nodes)
+        ],
+        [
+            rd.mapping(
+                n,
+                f"hosts[{i}]",
+                ("name", "switch", "ip", "mac", "port", "rate_mbps", "group"),
+                ("name", "switch", "ip"),
+            )
+            for i, n in enumerate(rd.sequence(f["hosts"], "hosts") if "hosts" in f else [])
+        ],
+        [
+            rd.mapping(
+                n, f"links[{i}]", ("a", "b", "rate_mbps", "a_port", "b_port", "scope"), ("a", "b")
+            )
+            for i, n in enumerate(rd.sequence(f["links"], "links") if "links" in f else [])
+        ],
     )
     if rate_mbps is not None:
         for _, _, d in g.edges(data=True):
@@ -232,8 +258,9 @@ class _Builder:
     def _unique(self, what: str, value: object, node: Node, key: str) -> None:
         if (what, value) in self.seen:
             other, line = self.seen[(what, value)]
-            self.rd.fail(node, key, f"duplicate {what} {value} (already used by {other} "
-                                    f"on line {line})")
+            self.rd.fail(
+                node, key, f"duplicate {what} {value} (already used by {other} on line {line})"
+            )
         self.seen[(what, value)] = (key, node.start_mark.line + 1)
 
     def _node_name(self, e: _Entry) -> str:
@@ -241,16 +268,23 @@ class _Builder:
         name = self.rd.name(node, key)
         if name in self.names:
             other, first = self.names[name]
-            self.rd.fail(node, key, f"duplicate name '{name}' (already used by {other} on "
-                                    f"line {first.start_mark.line + 1})")
+            self.rd.fail(
+                node,
+                key,
+                f"duplicate name '{name}' (already used by {other} on "
+                f"line {first.start_mark.line + 1})",
+            )
         self.names[name] = (key, node)
         return name
 
     def _switch_ref(self, e: _Entry, field: str) -> str:
         name = self.rd.string(*e.at(field))
         if name not in self.switch_group:
-            why = "is a host; hosts attach through their 'switch' key" if name in self.names \
+            why = (
+                "is a host; hosts attach through their 'switch' key"
+                if name in self.names
                 else "unknown switch"
+            )
             self.rd.fail(*e.at(field), f"{why} '{name}' (expected one of the switch names)")
         return name
 
@@ -260,8 +294,12 @@ class _Builder:
         node, key = e.at(field)
         port = self.rd.integer(node, key, 1, MAX_PORT)
         if (switch, port) in self.ports:
-            self.rd.fail(node, key, f"duplicate port {port} on switch '{switch}' (already "
-                                    f"used by {self.ports[(switch, port)]})")
+            self.rd.fail(
+                node,
+                key,
+                f"duplicate port {port} on switch '{switch}' (already "
+                f"used by {self.ports[(switch, port)]})",
+            )
         self.ports[(switch, port)] = key
         return port
 
@@ -298,8 +336,17 @@ class _Builder:
             if "mac" in e.fields:
                 mac = self._mac(*e.at("mac"))
                 self._unique("MAC", mac, *e.at("mac"))
-            host_rows.append((name, switch, ip, mac, self._port(e, "port", switch),
-                              self._rate(e), self._group(e, self.switch_group[switch])))
+            host_rows.append(
+                (
+                    name,
+                    switch,
+                    ip,
+                    mac,
+                    self._port(e, "port", switch),
+                    self._rate(e),
+                    self._group(e, self.switch_group[switch]),
+                )
+            )
 
         link_rows = []
         for e in ls:
@@ -308,10 +355,12 @@ class _Builder:
                 rd.fail(*e.at("b"), f"link from '{a}' to itself")
             scope = rd.string(*e.at("scope")) if "scope" in e.fields else "fabric"
             if scope not in SCOPES:
-                rd.fail(*e.at("scope"), f"unknown scope '{scope}' (expected one of "
-                                        f"{', '.join(SCOPES)})")
-            link_rows.append((a, b, self._port(e, "a_port", a), self._port(e, "b_port", b),
-                              self._rate(e), scope))
+                rd.fail(
+                    *e.at("scope"), f"unknown scope '{scope}' (expected one of {', '.join(SCOPES)})"
+                )
+            link_rows.append(
+                (a, b, self._port(e, "a_port", a), self._port(e, "b_port", b), self._rate(e), scope)
+            )
 
         # Only now are all explicit ports and MACs known, so defaults cannot collide.
         free: dict[str, int] = {}
@@ -336,27 +385,39 @@ class _Builder:
             port = max((end.port for end in link_ends(g, node)), default=0)
             if len(f"{node}-eth{port}") > MAX_IFNAME:
                 key, name_node = self.names[node]
-                rd.fail(name_node, key, f"name '{node}' too long: interface {node}-eth{port} "
-                                        f"exceeds {MAX_IFNAME} characters")
+                rd.fail(
+                    name_node,
+                    key,
+                    f"name '{node}' too long: interface {node}-eth{port} "
+                    f"exceeds {MAX_IFNAME} characters",
+                )
 
     def _ip(self, node: Node, key: str) -> str:
         text = self.rd.string(node, key)
         try:
             ip = ipaddress.IPv4Address(text)
         except ValueError:
-            self.rd.fail(node, key, f"bad IP address {text!r} (expected a dotted quad such "
-                                    "as 10.0.0.1)")
+            self.rd.fail(
+                node, key, f"bad IP address {text!r} (expected a dotted quad such as 10.0.0.1)"
+            )
         if ip not in HOST_NET or ip in (HOST_NET.network_address, HOST_NET.broadcast_address):
-            self.rd.fail(node, key, f"IP {ip} is outside the hosts' subnet (expected a host "
-                                    f"address in {HOST_NET})")
+            self.rd.fail(
+                node,
+                key,
+                f"IP {ip} is outside the hosts' subnet (expected a host address in {HOST_NET})",
+            )
         return str(ip)
 
     def _mac(self, node: Node, key: str) -> str:
         # The raw text, not the resolved value: YAML 1.1 reads 12:34:56:00:00:01 as base 60.
         text = str(node.value) if isinstance(node, ScalarNode) else ""
         if not MAC_RE.match(text):
-            self.rd.fail(node, key, f"bad MAC address {text or self.rd.kind(node)!r} "
-                                    "(expected six hex pairs such as 02:00:00:00:00:01)")
+            self.rd.fail(
+                node,
+                key,
+                f"bad MAC address {text or self.rd.kind(node)!r} "
+                "(expected six hex pairs such as 02:00:00:00:00:01)",
+            )
         if int(text[:2], 16) & 1 or text == "00:00:00:00:00:00":
             self.rd.fail(node, key, f"MAC {text} is not a unicast host address")
         return text.lower()
@@ -376,8 +437,7 @@ def dump_fabric(g: nx.MultiGraph) -> str:
     host_rows: list[dict[str, object]] = []
     for h in host_list(g):
         d, (end,) = g.nodes[h], link_ends(g, h)
-        row = {"name": h, "switch": end.peer, "ip": d["ip"], "mac": d["mac"],
-               "port": end.peer_port}
+        row = {"name": h, "switch": end.peer, "ip": d["ip"], "mac": d["mac"], "port": end.peer_port}
         if end.rate_mbps != default_rate:
             row["rate_mbps"] = end.rate_mbps
         if d.get("group") != g.nodes[end.peer].get("group"):
@@ -393,10 +453,16 @@ def dump_fabric(g: nx.MultiGraph) -> str:
         if d["scope"] != "fabric":
             row["scope"] = d["scope"]
         link_rows.append(row)
-    doc = {"name": str(g.graph.get("name", "fabric")), "defaults": {"rate_mbps": default_rate},
-           "switches": sw_rows, "hosts": host_rows, "links": link_rows}
-    header = (f"# Loom fabric {doc['name']}: {len(sw_rows)} switches, {len(host_rows)} hosts, "
-              f"{len(link_rows)} switch links.\n")
-    body: str = yaml.dump(doc, Dumper=_DUMPER, default_flow_style=None, sort_keys=False,
-                          width=1000)
+    doc = {
+        "name": str(g.graph.get("name", "fabric")),
+        "defaults": {"rate_mbps": default_rate},
+        "switches": sw_rows,
+        "hosts": host_rows,
+        "links": link_rows,
+    }
+    header = (
+        f"# Loom fabric {doc['name']}: {len(sw_rows)} switches, {len(host_rows)} hosts, "
+        f"{len(link_rows)} switch links.\n"
+    )
+    body: str = yaml.dump(doc, Dumper=_DUMPER, default_flow_style=None, sort_keys=False, width=1000)
     return header + body

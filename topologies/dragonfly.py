@@ -118,12 +118,19 @@ def dragonfly(
             f"{', '.join(ARRANGEMENTS)})"
         )
     rate = _check_rate("rate_mbps", rate_mbps)
-    global_rate = rate if global_rate_mbps is None else _check_rate(
-        "global_rate_mbps", global_rate_mbps
+    global_rate = (
+        rate if global_rate_mbps is None else _check_rate("global_rate_mbps", global_rate_mbps)
     )
     graph = new_graph(
-        f"dragonfly({a},{p},{h},{g})", "dragonfly", a=a, p=p, h=h, g=g, rate_mbps=rate,
-        global_rate_mbps=global_rate, arrangement=arrangement,
+        f"dragonfly({a},{p},{h},{g})",
+        "dragonfly",
+        a=a,
+        p=p,
+        h=h,
+        g=g,
+        rate_mbps=rate,
+        global_rate_mbps=global_rate,
+        arrangement=arrangement,
     )
 
     def router(grp: int, i: int) -> str:
@@ -136,13 +143,15 @@ def dragonfly(
         for i in range(a):
             for k in range(p):
                 host_no += 1
-                add_host(graph, f"h{host_no}", router(grp, i), f"10.{grp}.{i}.{k + 2}", rate,
-                         grp, k + 1)
+                add_host(
+                    graph, f"h{host_no}", router(grp, i), f"10.{grp}.{i}.{k + 2}", rate, grp, k + 1
+                )
         for i in range(a):
             for j in range(i + 1, a):
                 # j > i sits at p+j on router i; i < j sits at p+1+i on router j.
-                add_link(graph, router(grp, i), router(grp, j), rate, port_a=p + j,
-                         port_b=p + 1 + i)
+                add_link(
+                    graph, router(grp, i), router(grp, j), rate, port_a=p + j, port_b=p + 1 + i
+                )
 
     targets = group_targets(a, h, g, arrangement)
     # ports_to[G][H]: G's global port indices that lead to H, in port order.
@@ -156,8 +165,14 @@ def dragonfly(
             if other < grp:
                 continue  # wired from the lower-numbered group
             for t, u in zip(mine, ports_to[other][grp], strict=True):
-                add_link(graph, router(grp, t // h), router(other, u // h), global_rate,
-                         scope="global", port_a=first_global + t % h,
-                         port_b=first_global + u % h)
+                add_link(
+                    graph,
+                    router(grp, t // h),
+                    router(other, u // h),
+                    global_rate,
+                    scope="global",
+                    port_a=first_global + t % h,
+                    port_b=first_global + u % h,
+                )
     validate(graph)
     return graph

@@ -43,8 +43,13 @@ def leaf_spine(
         raise TopologyError(f"leaf_spine: rate_mbps must be a positive number, got {rate_mbps!r}")
     rate = float(rate_mbps)
     g = new_graph(
-        f"leaf_spine({leaves},{spines})", "leaf_spine", leaves=leaves, spines=spines,
-        hosts_per_leaf=hosts_per_leaf, rate_mbps=rate, uplinks_per_spine=uplinks,
+        f"leaf_spine({leaves},{spines})",
+        "leaf_spine",
+        leaves=leaves,
+        spines=spines,
+        hosts_per_leaf=hosts_per_leaf,
+        rate_mbps=rate,
+        uplinks_per_spine=uplinks,
     )
     spine_names = [f"spine{j}" for j in range(1, spines + 1)]
     for dpid, name in enumerate(spine_names, start=1):
@@ -58,7 +63,13 @@ def leaf_spine(
             add_host(g, f"h{host_no}", leaf, f"10.0.{i}.{k + 2}", rate, switch_port=k + 1)
         for j, spine in enumerate(spine_names):
             for u in range(uplinks):
-                add_link(g, leaf, spine, rate, port_a=hosts_per_leaf + j * uplinks + u + 1,
-                         port_b=(i - 1) * uplinks + u + 1)
+                add_link(
+                    g,
+                    leaf,
+                    spine,
+                    rate,
+                    port_a=hosts_per_leaf + j * uplinks + u + 1,
+                    port_b=(i - 1) * uplinks + u + 1,
+                )
     validate(g)  # e.g. interface names such as spine300-eth16384 would be too long
     return g

@@ -86,13 +86,15 @@ def flow_mod(dp: Any, msg: FlowMod) -> Any:
     )
 
 
-def bucket(b: Bucket) -> Any:
-    return parser.OFPBucket(b.weight, b.watch_port, b.watch_group, [action(a) for a in b.actions])
+def bucket(b: Bucket, group_type: GroupType) -> Any:
+    """Weights exist only for select groups: OVS rejects them on any other type."""
+    weight = b.weight if group_type is GroupType.SELECT else 0
+    return parser.OFPBucket(weight, b.watch_port, b.watch_group, [action(a) for a in b.actions])
 
 
 def group_mod(dp: Any, msg: GroupMod) -> Any:
     g = msg.group
-    buckets = [] if msg.op is Op.DELETE else [bucket(b) for b in g.buckets]
+    buckets = [] if msg.op is Op.DELETE else [bucket(b, g.type) for b in g.buckets]
     return parser.OFPGroupMod(dp, GROUP_COMMANDS[msg.op], GROUP_TYPES[g.type], g.group_id, buckets)
 
 

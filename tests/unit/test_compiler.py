@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import networkx as nx
+
 from controller.compiler import RuleStore, base_plan, destination_plan, diff, group_id_for
 from controller.model import (
     META_FROM_FABRIC,
@@ -24,7 +26,9 @@ from controller.routing import Routes
 from controller.topology import Host
 
 
-def rules(*flows: FlowRule, groups: tuple[GroupRule, ...] = (), meters: tuple[MeterRule, ...] = ()) -> SwitchRules:
+def rules(
+    *flows: FlowRule, groups: tuple[GroupRule, ...] = (), meters: tuple[MeterRule, ...] = ()
+) -> SwitchRules:
     r = SwitchRules()
     for f in flows:
         r.add_flow(f)
@@ -36,8 +40,12 @@ def rules(*flows: FlowRule, groups: tuple[GroupRule, ...] = (), meters: tuple[Me
 
 
 F1 = FlowRule(Table.ROUTE, 100, Match.of(eth_dst="02:00:00:00:00:01"), (Output(1),), cookie=7)
-G5 = GroupRule(5, GroupType.SELECT, (Bucket((Output(3),), watch_port=3), Bucket((Output(4),), watch_port=4)))
-F_TO_G5 = FlowRule(Table.ROUTE, 100, Match.of(eth_dst="02:00:00:00:00:02"), (GroupAction(5),), cookie=7)
+G5 = GroupRule(
+    5, GroupType.SELECT, (Bucket((Output(3),), watch_port=3), Bucket((Output(4),), watch_port=4))
+)
+F_TO_G5 = FlowRule(
+    Table.ROUTE, 100, Match.of(eth_dst="02:00:00:00:00:02"), (GroupAction(5),), cookie=7
+)
 
 
 def test_identical_states_need_no_messages() -> None:
@@ -58,7 +66,11 @@ def test_new_group_is_added_before_the_flow_that_uses_it() -> None:
 def test_flow_removed_before_its_group_and_meters_last() -> None:
     meter = MeterRule(1, 1000)
     msgs = diff(rules(F_TO_G5, groups=(G5,), meters=(meter,)), rules())
-    assert msgs == [FlowMod(Op.DELETE, F_TO_G5), GroupMod(Op.DELETE, G5), MeterMod(Op.DELETE, meter)]
+    assert msgs == [
+        FlowMod(Op.DELETE, F_TO_G5),
+        GroupMod(Op.DELETE, G5),
+        MeterMod(Op.DELETE, meter),
+    ]
 
 
 def test_changed_actions_modify_in_place_changed_cookie_re_adds() -> None:
@@ -84,7 +96,9 @@ def test_rule_store_diffs_per_owner_and_forgets_switches() -> None:
     assert store.remove(("dest", 2)) == {1: [FlowMod(Op.DELETE, F1)]}
     store.forget_switch(1)
     assert store.parts == {}
-    assert store.replace(("dest", 3), {1: rules(F_TO_G5, groups=(G5,))})[1][0] == GroupMod(Op.ADD, G5)
+    assert store.replace(("dest", 3), {1: rules(F_TO_G5, groups=(G5,))})[1][0] == GroupMod(
+        Op.ADD, G5
+    )
 
 
 def test_base_plan_sends_discovery_to_controller_and_marks_fabric_ports() -> None:
@@ -100,8 +114,11 @@ def test_base_plan_sends_discovery_to_controller_and_marks_fabric_ports() -> Non
 
 
 def test_destination_plan_hashes_at_ingress_and_spreads_in_transit() -> None:
-    hosts = [Host("02:00:00:00:00:0a", "10.0.0.10", 2, 1, 0.0), Host("02:00:00:00:00:0b", "10.0.0.11", 2, 2, 0.0)]
-    routes = Routes(None, {}, {2: {1: (3, 4), 3: (7,)}})
+    hosts = [
+        Host("02:00:00:00:00:0a", "10.0.0.10", 2, 1, 0.0),
+        Host("02:00:00:00:00:0b", "10.0.0.11", 2, 2, 0.0),
+    ]
+    routes = Routes(nx.MultiDiGraph(), None, {}, {2: {1: (3, 4), 3: (7,)}})
     plan = destination_plan(2, hosts, routes, [1, 2, 3])
     local = plan[2].flows
     assert {r.actions for r in local.values()} == {(Output(1),), (Output(2),)}
@@ -111,11 +128,17 @@ def test_destination_plan_hashes_at_ingress_and_spreads_in_transit() -> None:
         Bucket((Output(4),), 1, watch_port=4),
     )
     transit = sorted(
-        (r for r in plan[1].flows.values() if r.match.get("metadata") == (META_FROM_FABRIC, META_FROM_FABRIC)),
+        (
+            r
+            for r in plan[1].flows.values()
+            if r.match.get("metadata") == (META_FROM_FABRIC, META_FROM_FABRIC)
+        ),
         key=lambda r: str(r.match.get("eth_dst")),
     )
     assert [r.actions for r in transit] == [(Output(3),), (Output(4),)]  # rank 0 -> 3, rank 1 -> 4
-    ingress = [r for r in plan[1].flows.values() if r.match.get("metadata") == (0, META_FROM_FABRIC)]
+    ingress = [
+        r for r in plan[1].flows.values() if r.match.get("metadata") == (0, META_FROM_FABRIC)
+    ]
     assert all(r.actions == (GroupAction(gid),) for r in ingress) and len(ingress) == 2
     assert plan[3].groups[gid].buckets == (Bucket((Output(7),), 1, watch_port=7),)
 

@@ -41,7 +41,9 @@ def line_fabric() -> Fabric:
     return f
 
 
-def arp(op: int, sha: str, spa: str, tpa: str, eth_dst: str = BROADCAST, tha: str = "00:00:00:00:00:00") -> ArpFrame:
+def arp(
+    op: int, sha: str, spa: str, tpa: str, eth_dst: str = BROADCAST, tha: str = "00:00:00:00:00:00"
+) -> ArpFrame:
     return ArpFrame(op, sha, eth_dst, sha, spa, tha, tpa)
 
 
@@ -65,7 +67,9 @@ def test_lldp_discovers_links_and_batches_the_replan_into_tick() -> None:
     assert f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3))) == {}
     assert f.topo.is_fabric_port((1, 3)) and f.topo.is_fabric_port((2, 3))
     out = f.tick(0.2)
-    fabric_rules = [m for m in out.get(1, []) if isinstance(m, FlowMod) and m.rule.match.get("in_port") == 3]
+    fabric_rules = [
+        m for m in out.get(1, []) if isinstance(m, FlowMod) and m.rule.match.get("in_port") == 3
+    ]
     assert len(fabric_rules) == 1
 
 
@@ -86,7 +90,9 @@ def test_arp_for_unknown_host_probes_edge_ports_only_then_answers() -> None:
     out = f.packet_in(1.0, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.2")))
     assert A in f.topo.hosts
     probes = {dpid: packet_outs(out, dpid) for dpid in (1, 2)}
-    assert [p.actions for p in probes[1]] == [(Output(2),)]  # not port 1 (requester), not 3 (fabric)
+    assert [p.actions for p in probes[1]] == [
+        (Output(2),)
+    ]  # not port 1 (requester), not 3 (fabric)
     assert [p.actions for p in probes[2]] == [(Output(1), Output(2))]
     probe = probes[2][0].frame
     assert isinstance(probe, ArpFrame) and probe.sha == CONTROLLER_MAC and probe.spa == ZERO_IP
@@ -96,7 +102,12 @@ def test_arp_for_unknown_host_probes_edge_ports_only_then_answers() -> None:
     answer = packet_outs(out, 1)
     assert len(answer) == 1 and answer[0].actions == (Output(1),)
     frame = answer[0].frame
-    assert isinstance(frame, ArpFrame) and (frame.op, frame.sha, frame.spa, frame.tha) == (ARP_REPLY, B, "10.0.0.2", A)
+    assert isinstance(frame, ArpFrame) and (frame.op, frame.sha, frame.spa, frame.tha) == (
+        ARP_REPLY,
+        B,
+        "10.0.0.2",
+        A,
+    )
     # and B's routes were planned in the same step, before the answer
     assert any(isinstance(m, FlowMod) and m.rule.match.get("eth_dst") == B for m in out[1])
 
@@ -119,7 +130,15 @@ def test_probes_are_rate_limited_per_target() -> None:
 def test_nothing_is_learned_from_fabric_ports_or_the_controller_mac() -> None:
     f = line_fabric()
     f.packet_in(1.0, PacketIn(1, 3, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.2")))
-    probe = ArpFrame(ARP_REQUEST, CONTROLLER_MAC, BROADCAST, CONTROLLER_MAC, ZERO_IP, "00:00:00:00:00:00", "10.0.0.1")
+    probe = ArpFrame(
+        ARP_REQUEST,
+        CONTROLLER_MAC,
+        BROADCAST,
+        CONTROLLER_MAC,
+        ZERO_IP,
+        "00:00:00:00:00:00",
+        "10.0.0.1",
+    )
     f.packet_in(1.0, PacketIn(1, 2, probe))
     assert f.topo.hosts == {}
 
@@ -137,8 +156,12 @@ def test_host_move_replans_both_switches() -> None:
     f = line_fabric()
     f.packet_in(1.0, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.1")))  # gratuitous
     out = f.packet_in(2.0, PacketIn(2, 2, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.1")))
-    deletes = [m for msgs in out.values() for m in msgs if isinstance(m, FlowMod) and m.op is Op.DELETE]
-    adds = [m for msgs in out.values() for m in msgs if isinstance(m, FlowMod) and m.op is not Op.DELETE]
+    deletes = [
+        m for msgs in out.values() for m in msgs if isinstance(m, FlowMod) and m.op is Op.DELETE
+    ]
+    adds = [
+        m for msgs in out.values() for m in msgs if isinstance(m, FlowMod) and m.op is not Op.DELETE
+    ]
     assert deletes and adds and f.topo.hosts[A].dpid == 2
 
 
@@ -178,3 +201,22 @@ def test_switch_down_removes_its_links_and_hosts() -> None:
     f.switch_down(2.0, 2)
     assert f.topo.links == {} and f.topo.hosts == {} and list(f.topo.switches) == [1]
     assert all(dpid == 1 for owner in f.store.parts.values() for dpid in owner)
+
+
+def test_host_learned_while_discovery_is_pending_plans_on_the_fresh_graph() -> None:
+    f = Fabric()
+    for dpid in (1, 2, 3):
+        f.switch_up(0.0, dpid, ports(1, 2, 3))
+    f.packet_in(0.1, PacketIn(2, 2, LldpFrame(1, 2)))
+    f.packet_in(0.1, PacketIn(1, 2, LldpFrame(2, 2)))
+    f.tick(0.2)
+    f.packet_in(0.3, PacketIn(3, 3, LldpFrame(2, 3)))  # a new link, not yet planned
+    f.packet_in(0.3, PacketIn(2, 3, LldpFrame(3, 3)))
+    out = f.packet_in(0.31, PacketIn(3, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.2")))
+    routed = {
+        d
+        for d, msgs in out.items()
+        for m in msgs
+        if isinstance(m, FlowMod) and m.rule.match.get("eth_dst") == B
+    }
+    assert routed == {1, 2, 3}

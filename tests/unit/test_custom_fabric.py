@@ -82,7 +82,10 @@ def test_example_loads() -> None:
 
 
 def test_defaults_avoid_explicit_values(tmp_path: Path) -> None:
-    g = load_fabric(write(tmp_path, """\
+    g = load_fabric(
+        write(
+            tmp_path,
+            """\
         defaults: {rate_mbps: 2.5}
         switches:
           - {name: s1}
@@ -93,7 +96,9 @@ def test_defaults_avoid_explicit_values(tmp_path: Path) -> None:
           - {name: h3, switch: s1, ip: 10.0.0.3, mac: 12:34:56:00:00:01, group: 3}
         links:
           - {a: s1, b: s2, scope: global, rate_mbps: 40}
-        """))
+        """,
+        )
+    )
     assert g.graph["name"] == "lab"  # the file's stem
     assert g.nodes["s1"]["dpid"] == 2 and g.nodes["s2"]["dpid"] == 1
     assert g.nodes["s2"]["role"] == "spine"
@@ -102,7 +107,8 @@ def test_defaults_avoid_explicit_values(tmp_path: Path) -> None:
     assert (g.nodes["h1"]["group"], g.nodes["h3"]["group"]) == (7, 3)
     assert {e.peer: e.port for e in link_ends(g, "s2")} == {"h2": 1, "h1": 2, "s1": 3}
     assert {e.peer: (e.rate_mbps, e.scope) for e in link_ends(g, "s1")} == {
-        "h3": (2.5, "host"), "s2": (40.0, "global")
+        "h3": (2.5, "host"),
+        "s2": (40.0, "global"),
     }
 
 
@@ -120,76 +126,194 @@ def variant(line_no: int, replacement: str) -> str:
     ("text", "line", "key", "fragment"),
     [
         # unknown keys, listing the allowed ones
-        (variant(1, "nmae: lab"), 1, "nmae",
-         "unknown key 'nmae' (allowed: name, defaults, switches, hosts, links)"),
-        (variant(3, "  - {name: s1, dipd: 1}"), 3, "switches[0].dipd",
-         "unknown key 'dipd' (allowed: name, dpid, role, group)"),
-        (variant(9, "  - {a: s1, b: s2, speed: 5}"), 9, "links[0].speed",
-         "allowed: a, b, rate_mbps, a_port, b_port, scope"),
+        (
+            variant(1, "nmae: lab"),
+            1,
+            "nmae",
+            "unknown key 'nmae' (allowed: name, defaults, switches, hosts, links)",
+        ),
+        (
+            variant(3, "  - {name: s1, dipd: 1}"),
+            3,
+            "switches[0].dipd",
+            "unknown key 'dipd' (allowed: name, dpid, role, group)",
+        ),
+        (
+            variant(9, "  - {a: s1, b: s2, speed: 5}"),
+            9,
+            "links[0].speed",
+            "allowed: a, b, rate_mbps, a_port, b_port, scope",
+        ),
         (variant(1, "defaults: {rate: 5}"), 1, "defaults.rate", "allowed: rate_mbps"),
         # wrong types
-        (variant(3, "  - {name: s1, dpid: one}"), 3, "switches[0].dpid",
-         "expected an integer, got a string"),
-        (variant(3, "  - {name: s1, dpid: [1]}"), 3, "switches[0].dpid",
-         "expected an integer, got a list"),
-        (variant(3, "  - {name: 12, dpid: 1}"), 3, "switches[0].name",
-         "expected a string (quote it), got an integer"),
+        (
+            variant(3, "  - {name: s1, dpid: one}"),
+            3,
+            "switches[0].dpid",
+            "expected an integer, got a string",
+        ),
+        (
+            variant(3, "  - {name: s1, dpid: [1]}"),
+            3,
+            "switches[0].dpid",
+            "expected an integer, got a list",
+        ),
+        (
+            variant(3, "  - {name: 12, dpid: 1}"),
+            3,
+            "switches[0].name",
+            "expected a string (quote it), got an integer",
+        ),
         (variant(3, "  - s1"), 3, "switches[0]", "expected a mapping with keys name, dpid"),
         ("switches: {name: s1}\n", 1, "switches", "expected a list, got a mapping"),
-        (variant(9, "  - {a: s1, b: s2, rate_mbps: fast}"), 9, "links[0].rate_mbps",
-         "expected a positive number of Mbit/s, got a string"),
-        (variant(9, "  - {a: s1, b: s2, rate_mbps: 0}"), 9, "links[0].rate_mbps",
-         "expected a positive number"),
-        (variant(9, "  - {a: s1, b: s2, a_port: yes}"), 9, "links[0].a_port",
-         "expected an integer, got a boolean"),
-        (variant(3, "  - {name: s1, dpid: 0}"), 3, "switches[0].dpid",
-         "expected an integer from 1 to 281474976710655, got 0"),
+        (
+            variant(9, "  - {a: s1, b: s2, rate_mbps: fast}"),
+            9,
+            "links[0].rate_mbps",
+            "expected a positive number of Mbit/s, got a string",
+        ),
+        (
+            variant(9, "  - {a: s1, b: s2, rate_mbps: 0}"),
+            9,
+            "links[0].rate_mbps",
+            "expected a positive number",
+        ),
+        (
+            variant(9, "  - {a: s1, b: s2, a_port: yes}"),
+            9,
+            "links[0].a_port",
+            "expected an integer, got a boolean",
+        ),
+        (
+            variant(3, "  - {name: s1, dpid: 0}"),
+            3,
+            "switches[0].dpid",
+            "expected an integer from 1 to 281474976710655, got 0",
+        ),
         (variant(3, "  - {name: s-1, dpid: 1}"), 3, "switches[0].name", "bad name 's-1'"),
-        ("switches:\n  - {name: s1}\n  - {name: switch_number_2}\n"
-         "links: [{a: s1, b: switch_number_2}]\n", 3, "switches[1].name",
-         "interface switch_number_2-eth1 exceeds 15 characters"),
+        (
+            "switches:\n  - {name: s1}\n  - {name: switch_number_2}\n"
+            "links: [{a: s1, b: switch_number_2}]\n",
+            3,
+            "switches[1].name",
+            "interface switch_number_2-eth1 exceeds 15 characters",
+        ),
         # duplicates, naming the first use
-        (variant(4, "  - {name: s1, dpid: 2}"), 4, "switches[1].name",
-         "duplicate name 's1' (already used by switches[0].name on line 3)"),
-        (variant(7, "  - {name: s2, switch: s2, ip: 10.0.0.2}"), 7, "hosts[1].name",
-         "duplicate name 's2'"),
-        (variant(4, "  - {name: s2, dpid: 1}"), 4, "switches[1].dpid",
-         "duplicate dpid 1 (already used by switches[0].dpid on line 3)"),
-        (variant(7, "  - {name: h2, switch: s2, ip: 10.0.0.1}"), 7, "hosts[1].ip",
-         "duplicate IP 10.0.0.1 (already used by hosts[0].ip on line 6)"),
-        (variant(6, '  - {name: h1, switch: s1, ip: 10.0.0.1, mac: "02:00:00:00:00:0A"}')
-         .replace("ip: 10.0.0.2}", 'ip: 10.0.0.2, mac: "02:00:00:00:00:0a"}'),
-         7, "hosts[1].mac", "duplicate MAC 02:00:00:00:00:0a"),
-        (variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.1, port: 1}")
-         .replace("- {a: s1, b: s2}", "- {a: s1, b: s2, a_port: 1}"),
-         9, "links[0].a_port", "duplicate port 1 on switch 's1' (already used by hosts[0].port)"),
-        (variant(3, "  - {name: s1, dpid: 1, dpid: 3}"), 3, "switches[0].dpid",
-         "duplicate key 'dpid'"),
+        (
+            variant(4, "  - {name: s1, dpid: 2}"),
+            4,
+            "switches[1].name",
+            "duplicate name 's1' (already used by switches[0].name on line 3)",
+        ),
+        (
+            variant(7, "  - {name: s2, switch: s2, ip: 10.0.0.2}"),
+            7,
+            "hosts[1].name",
+            "duplicate name 's2'",
+        ),
+        (
+            variant(4, "  - {name: s2, dpid: 1}"),
+            4,
+            "switches[1].dpid",
+            "duplicate dpid 1 (already used by switches[0].dpid on line 3)",
+        ),
+        (
+            variant(7, "  - {name: h2, switch: s2, ip: 10.0.0.1}"),
+            7,
+            "hosts[1].ip",
+            "duplicate IP 10.0.0.1 (already used by hosts[0].ip on line 6)",
+        ),
+        (
+            variant(
+                6, '  - {name: h1, switch: s1, ip: 10.0.0.1, mac: "02:00:00:00:00:0A"}'
+            ).replace("ip: 10.0.0.2}", 'ip: 10.0.0.2, mac: "02:00:00:00:00:0a"}'),
+            7,
+            "hosts[1].mac",
+            "duplicate MAC 02:00:00:00:00:0a",
+        ),
+        (
+            variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.1, port: 1}").replace(
+                "- {a: s1, b: s2}", "- {a: s1, b: s2, a_port: 1}"
+            ),
+            9,
+            "links[0].a_port",
+            "duplicate port 1 on switch 's1' (already used by hosts[0].port)",
+        ),
+        (
+            variant(3, "  - {name: s1, dpid: 1, dpid: 3}"),
+            3,
+            "switches[0].dpid",
+            "duplicate key 'dpid'",
+        ),
         # addresses
-        (variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.300}"), 6, "hosts[0].ip",
-         "bad IP address '10.0.0.300'"),
-        (variant(6, "  - {name: h1, switch: s1, ip: 192.168.0.1}"), 6, "hosts[0].ip",
-         "outside the hosts' subnet (expected a host address in 10.0.0.0/8)"),
-        (variant(6, "  - {name: h1, switch: s1, ip: 10}"), 6, "hosts[0].ip",
-         "expected a string (quote it), got an integer"),
-        (variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.1, mac: 02:00:00:00:01}"), 6,
-         "hosts[0].mac", "bad MAC address '02:00:00:00:01'"),
-        (variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.1, mac: 'zz:00:00:00:00:01'}"), 6,
-         "hosts[0].mac", "expected six hex pairs"),
-        (variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.1, mac: '01:00:5e:00:00:01'}"), 6,
-         "hosts[0].mac", "not a unicast host address"),
+        (
+            variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.300}"),
+            6,
+            "hosts[0].ip",
+            "bad IP address '10.0.0.300'",
+        ),
+        (
+            variant(6, "  - {name: h1, switch: s1, ip: 192.168.0.1}"),
+            6,
+            "hosts[0].ip",
+            "outside the hosts' subnet (expected a host address in 10.0.0.0/8)",
+        ),
+        (
+            variant(6, "  - {name: h1, switch: s1, ip: 10}"),
+            6,
+            "hosts[0].ip",
+            "expected a string (quote it), got an integer",
+        ),
+        (
+            variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.1, mac: 02:00:00:00:01}"),
+            6,
+            "hosts[0].mac",
+            "bad MAC address '02:00:00:00:01'",
+        ),
+        (
+            variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.1, mac: 'zz:00:00:00:00:01'}"),
+            6,
+            "hosts[0].mac",
+            "expected six hex pairs",
+        ),
+        (
+            variant(6, "  - {name: h1, switch: s1, ip: 10.0.0.1, mac: '01:00:5e:00:00:01'}"),
+            6,
+            "hosts[0].mac",
+            "not a unicast host address",
+        ),
         # references
-        (variant(9, "  - {a: s1, b: s9}"), 9, "links[0].b",
-         "unknown switch 's9' (expected one of the switch names)"),
-        (variant(9, "  - {a: h1, b: s2}"), 9, "links[0].a",
-         "is a host; hosts attach through their 'switch' key 'h1'"),
+        (
+            variant(9, "  - {a: s1, b: s9}"),
+            9,
+            "links[0].b",
+            "unknown switch 's9' (expected one of the switch names)",
+        ),
+        (
+            variant(9, "  - {a: h1, b: s2}"),
+            9,
+            "links[0].a",
+            "is a host; hosts attach through their 'switch' key 'h1'",
+        ),
         (variant(9, "  - {a: s1, b: s1}"), 9, "links[0].b", "link from 's1' to itself"),
-        (variant(9, "  - {a: s1, b: s2, scope: host}"), 9, "links[0].scope",
-         "unknown scope 'host' (expected one of fabric, global)"),
-        (variant(6, "  - {name: h1, ip: 10.0.0.1}"), 6, "hosts[0].switch",
-         "missing key 'switch' (required: name, switch, ip)"),
-        (variant(6, "  - {name: h1, switch: s7, ip: 10.0.0.1}"), 6, "hosts[0].switch",
-         "unknown switch 's7'"),
+        (
+            variant(9, "  - {a: s1, b: s2, scope: host}"),
+            9,
+            "links[0].scope",
+            "unknown scope 'host' (expected one of fabric, global)",
+        ),
+        (
+            variant(6, "  - {name: h1, ip: 10.0.0.1}"),
+            6,
+            "hosts[0].switch",
+            "missing key 'switch' (required: name, switch, ip)",
+        ),
+        (
+            variant(6, "  - {name: h1, switch: s7, ip: 10.0.0.1}"),
+            6,
+            "hosts[0].switch",
+            "unknown switch 's7'",
+        ),
         (variant(9, "  - {b: s2}"), 9, "links[0].a", "missing key 'a'"),
         ("name: lab\nswitches: []\n", 2, "switches", "at least one switch"),
         ("name: lab\nswitches:\n", 2, "switches", "at least one switch"),

@@ -78,7 +78,10 @@ def test_parallel_links_each_appear_as_a_next_hop_port() -> None:
 def test_fat_tree_paths_are_up_down_and_use_every_core() -> None:
     g = fat_tree(4)
     d = switch_digraph(g)
-    level = {g.nodes[s]["dpid"]: {"edge": 0, "agg": 1, "core": 2}[g.nodes[s]["role"]] for s in switches(g)}
+    level = {
+        g.nodes[s]["dpid"]: {"edge": 0, "agg": 1, "core": 2}[g.nodes[s]["role"]]
+        for s in switches(g)
+    }
     edges = [n for n in d.nodes if level[n] == 0]
     cores_used: set[int] = set()
     for dest in edges:
@@ -168,4 +171,6 @@ def test_routes_are_deterministic_across_runs() -> None:
     d2 = switch_digraph(dragonfly(a=4, p=2, h=2, g=5))
     r1, r2 = compute_routes(d1, sorted(d1.nodes)), compute_routes(d2, sorted(d2.nodes))
     assert r1.ports == r2.ports and r1.groups == r2.groups
-    assert list(itertools.islice(r1.ports.items(), 3)) == list(itertools.islice(r2.ports.items(), 3))
+    assert list(itertools.islice(r1.ports.items(), 3)) == list(
+        itertools.islice(r2.ports.items(), 3)
+    )

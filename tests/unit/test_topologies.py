@@ -354,8 +354,12 @@ def test_by_name(spec: str, name: str) -> None:
 
 
 def test_by_name_rate_override() -> None:
-    for spec in ("fat_tree:k=4,rate_mbps=5", "dragonfly:rate_mbps=5", "leaf_spine:rate_mbps=5",
-                 f"{EXAMPLE}:rate_mbps=5"):
+    for spec in (
+        "fat_tree:k=4,rate_mbps=5",
+        "dragonfly:rate_mbps=5",
+        "leaf_spine:rate_mbps=5",
+        f"{EXAMPLE}:rate_mbps=5",
+    ):
         assert {d["rate_mbps"] for _, _, d in by_name(spec).edges(data=True)} == {5.0}, spec
     assert by_name(str(EXAMPLE)).graph["name"] == "lab"
 
