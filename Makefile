@@ -7,7 +7,7 @@ APT_NORECOMMENDS := prometheus
 WMEM := 16777216
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 
-.PHONY: setup apt ovs venv test test-unit test-emulation lint demo clean-venv
+.PHONY: setup apt ovs venv osken-venv test test-unit test-emulation lint demo clean-venv
 
 setup: apt ovs venv
 
@@ -52,8 +52,20 @@ $(VENV)/.installed: requirements.txt setup.cfg controller/ofp/patch_ryu.py | apt
 	  || { echo "setup: the venv does not import its packages" >&2; exit 1; }
 	@touch $@
 
+## os-ken (OpenStack's maintained Ryu fork) in a venv of its own: the same app must run there.
+OSKEN_VENV := .venv-osken
+osken-venv: $(OSKEN_VENV)/.installed
+
+$(OSKEN_VENV)/.installed: requirements-osken.txt | apt
+	@test -x $(OSKEN_VENV)/bin/python || /usr/bin/python3 -m venv $(OSKEN_VENV)
+	@echo "setup: installing os-ken into $(OSKEN_VENV)"
+	@$(OSKEN_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-osken.txt 2>&1 | grep -v "^WARNING: Location" || true
+	@$(OSKEN_VENV)/bin/python -c "import os_ken, networkx, yaml, pydantic, prometheus_client" \
+	  || { echo "setup: the os-ken venv does not import its packages" >&2; exit 1; }
+	@touch $@
+
 ## The whole suite: unit, fake-fabric, adapter and emulation layers (root, OVS).
-test: setup
+test: setup osken-venv
 	LOOM_REQUIRE_EMULATION=1 $(PY) -m pytest
 
 test-unit: venv
@@ -67,4 +79,4 @@ demo: setup
 	$(PY) -m mininet_scenarios.demo
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(OSKEN_VENV)
