@@ -256,14 +256,14 @@ class FabricNet:
             links,
         )
         t0 = time.monotonic()
-        clash = _ACTIVE_NAMES & self._node_names()
+        clash = _ACTIVE_NAMES & set(self.graph.nodes)
         if clash:
             # Another fabric of this process owns these names: its shells would look stale.
             raise FabricError(
                 f"node names already used by a running FabricNet: {sorted(clash)[:5]}"
             )
         self._remove_stale()
-        _ACTIVE_NAMES.update(self._node_names())
+        _ACTIVE_NAMES.update(self.graph.nodes)
         self._registered = True
         # Build inside the caller's try: addLink creates veth pairs at once.
         self.net = net = Mininet(
@@ -375,7 +375,7 @@ class FabricNet:
             self._teardown()
         finally:
             if self._registered:
-                _ACTIVE_NAMES.difference_update(self._node_names())
+                _ACTIVE_NAMES.difference_update(self.graph.nodes)
                 self._registered = False
             self.timings["stop"] = time.monotonic() - t0
             if main:

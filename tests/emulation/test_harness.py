@@ -248,6 +248,18 @@ def test_exception_inside_with_cleans_up(graphs: SimpleNamespace, run_dir: Path)
     assert_clean(g, "hz")
 
 
+def test_second_fabric_with_the_same_names_in_one_process_is_refused(
+    graphs: SimpleNamespace, run_dir: Path
+) -> None:
+    """Its shells would look like stale leftovers of the first one's and be killed."""
+    g = graphs.pair("hw")
+    with FabricNet(g, controller=("127.0.0.1", free_port()), run_dir=run_dir) as first:
+        with pytest.raises(FabricError, match="already used by a running FabricNet"):
+            FabricNet(g, controller=("127.0.0.1", free_port()), run_dir=run_dir / "2").__enter__()
+        assert first.pingall(timeout=0.5).pairs  # the first fabric's shells still answer
+    assert_clean(g, "hw")
+
+
 def test_stale_names_are_removed_but_live_ones_refused(
     graphs: SimpleNamespace, run_dir: Path
 ) -> None:
