@@ -7,7 +7,7 @@ APT_NORECOMMENDS := prometheus
 WMEM := 16777216
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 
-.PHONY: setup apt ovs venv osken-venv test test-unit test-emulation lint demo clean-venv
+.PHONY: setup apt ovs venv osken-venv faucet-venv test test-unit test-emulation lint demo clean-venv
 
 setup: apt ovs venv
 
@@ -64,6 +64,20 @@ $(OSKEN_VENV)/.installed: requirements-osken.txt | apt
 	  || { echo "setup: the os-ken venv does not import its packages" >&2; exit 1; }
 	@touch $@
 
+## Faucet (the production OpenFlow controller: the `faucet` benchmark baseline) in a venv of
+## its own: it pins its own os-ken and libraries. Unpatched; see requirements-faucet.txt.
+FAUCET_VENV := .venv-faucet
+faucet-venv: $(FAUCET_VENV)/.installed
+
+$(FAUCET_VENV)/.installed: requirements-faucet.txt | apt
+	@test -x $(FAUCET_VENV)/bin/python || /usr/bin/python3 -m venv $(FAUCET_VENV)
+	@echo "setup: installing Faucet into $(FAUCET_VENV)"
+	@$(FAUCET_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-faucet.txt 2>&1 | grep -v "^WARNING: Location\|DEPRECATION: .* legacy 'setup.py install'" || true
+	@$(FAUCET_VENV)/bin/python -c "import faucet.faucet, faucet.check_faucet_config, os_ken, eventlet" \
+	  && test -x $(FAUCET_VENV)/bin/faucet -a -x $(FAUCET_VENV)/bin/osken-manager \
+	  || { echo "setup: the Faucet venv does not import its packages" >&2; exit 1; }
+	@touch $@
+
 ## The whole suite: unit, fake-fabric, adapter and emulation layers (root, OVS).
 test: setup osken-venv
 	LOOM_REQUIRE_EMULATION=1 $(PY) -m pytest
@@ -80,3 +94,13 @@ demo: setup
 
 clean-venv:
 	rm -rf $(VENV) $(OSKEN_VENV)
+
+## Benchmarks (/work/shared/BENCHMARKS.md §1, §3): aggregate throughput of every mode divided
+## by a non-blocking switch on the same traffic matrices; JSON + PNG into results/. Serialised
+## with other emulations on this machine by the lock (a full fat-tree run takes ~50 min).
+.PHONY: bench-patterns bench-dragonfly
+bench-patterns: setup faucet-venv
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_patterns
+
+bench-dragonfly: setup
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_patterns --fabric dragonfly

@@ -2,13 +2,13 @@
 
 A thin shim: each handler turns a Ryu event into a domain event, calls one method of
 the pure core with ``now`` and sends back what it returns. Everything that decides
-anything lives in ``controller.fabric`` and below.
+anything lives in ``controller.fabric`` and below. Settings come from ``LOOM_*``
+environment variables (see ``controller.settings``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -17,7 +17,8 @@ from typing import Any
 if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py): find the repo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from controller.fabric import Fabric, FabricConfig
+from controller.fabric import Fabric
+from controller.metrics import LoomMetrics
 from controller.model import Messages, PacketOut
 from controller.ofp import decode, encode
 from controller.ofp.compat import (
@@ -30,17 +31,9 @@ from controller.ofp.compat import (
     set_ev_cls,
 )
 from controller.ofp.rest import LoomRestController, register_rest
+from controller.settings import Settings
 
 TICK_SECONDS = 0.1
-
-
-def config_from_env(env: dict[str, str] | os._Environ[str] = os.environ) -> FabricConfig:
-    """Timers can be tuned with LOOM_LLDP_INTERVAL and LOOM_LLDP_TIMEOUT (seconds)."""
-    base = FabricConfig()
-    return FabricConfig(
-        lldp_interval=float(env.get("LOOM_LLDP_INTERVAL", base.lldp_interval)),
-        lldp_timeout=float(env.get("LOOM_LLDP_TIMEOUT", base.lldp_timeout)),
-    )
 
 
 class FabricApp(BaseApp):  # type: ignore[misc]
@@ -50,10 +43,28 @@ class FabricApp(BaseApp):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.logger.setLevel(logging.INFO)
-        self.fabric = Fabric(config_from_env())
+        self.settings = Settings.from_env()
+        self.fabric = Fabric(self.settings.fabric, timer=time.perf_counter)
+        self.metrics = LoomMetrics(self.fabric)
         self.datapaths: dict[int, Any] = {}
         register_rest(kwargs, self)
+        self._serve_metrics()
         self._ticker = hub.spawn(self._tick_loop)
+
+    def _serve_metrics(self) -> None:
+        host, port = self.settings.metrics_host, self.settings.metrics_port
+        if not port:
+            return
+        from prometheus_client import start_http_server
+
+        try:
+            start_http_server(port, addr=host, registry=self.metrics.registry)
+        except OSError as exc:  # routing matters more than metrics: keep running, say why
+            self.logger.error(
+                "metrics endpoint %s:%d not started: %s (set LOOM_METRICS_PORT)", host, port, exc
+            )
+            return
+        self.logger.info("metrics on http://%s:%d/metrics", host, port)
 
     # -- Ryu events -> core -----------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
@@ -75,14 +86,28 @@ class FabricApp(BaseApp):  # type: ignore[misc]
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
         msg = ev.msg
-        desc = decode.port_desc(msg.desc)
-        deleted = decode.port_status_deleted(msg)
+        desc, deleted = decode.port_desc(msg.desc), decode.port_status_deleted(msg)
         self._send(self.fabric.port_status(time.monotonic(), msg.datapath.id, desc, deleted))
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
         pkt = decode.packet_in(ev.msg.datapath.id, ev.msg)
         self._send(self.fabric.packet_in(time.monotonic(), pkt))
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def _port_stats(self, ev: Any) -> None:
+        stats = decode.port_stats(ev.msg.body)
+        self._send(self.fabric.port_stats(time.monotonic(), ev.msg.datapath.id, stats))
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def _flow_stats(self, ev: Any) -> None:
+        stats = decode.flow_stats(ev.msg.body)
+        self._send(self.fabric.flow_stats(time.monotonic(), ev.msg.datapath.id, stats))
+
+    @set_ev_cls(ofp_event.EventOFPGroupStatsReply, MAIN_DISPATCHER)
+    def _group_stats(self, ev: Any) -> None:
+        stats = decode.group_stats(ev.msg.body)
+        self._send(self.fabric.group_stats(time.monotonic(), ev.msg.datapath.id, stats))
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def _error(self, ev: Any) -> None:
@@ -103,6 +128,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
     # -- core -> switches -------------------------------------------------------
     def _send(self, messages: Messages) -> None:
         """Rules first on every switch, then packets, so a packet never beats its route."""
+        self.metrics.observe(self.fabric.drain_timings())
         for want_packets in (False, True):
             for dpid, msgs in messages.items():
                 dp = self.datapaths.get(dpid)

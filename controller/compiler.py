@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 
+from controller.flows import IP_PROTO_TCP, IP_PROTO_UDP, FlowKey
 from controller.model import (
     ETH_TYPE_ARP,
+    ETH_TYPE_IPV4,
     ETH_TYPE_LLDP,
     META_FROM_FABRIC,
     OFPG_MAX,
@@ -37,6 +39,7 @@ from controller.model import (
     make_cookie,
 )
 from controller.routing import Routes, transit_port
+from controller.te import Path
 from controller.topology import Host
 
 Owner = tuple[str, Hashable]
@@ -46,7 +49,10 @@ PRIO_LLDP = 1000
 PRIO_ARP = 900
 PRIO_FABRIC_PORT = 500
 PRIO_HOST_ROUTE = 100
+PRIO_FLOW = 100
+PRIO_CATCH = 10
 PRIO_MISS = 0
+CATCH_BYTES = 128  # headers are all the controller needs from a flow's first packet
 
 
 def group_id_for(dpid: int) -> int:
@@ -61,8 +67,10 @@ def group_id_for(dpid: int) -> int:
 # ---------------------------------------------------------------------------
 
 
-def base_plan(dpid: int, fabric_ports: Iterable[int]) -> SwitchRules:
-    """The fixed pipeline: discovery to the controller, port classes, table chaining."""
+def base_plan(dpid: int, fabric_ports: Iterable[int], catch_flows: bool = False) -> SwitchRules:
+    """The fixed pipeline: discovery to the controller, port classes, table chaining;
+    with ``catch_flows``, a copy of each untracked TCP/UDP flow's packets from a host goes
+    to the controller (128 bytes) while the packet goes on (see ``controller.flows``)."""
     cookie = make_cookie(CookieKind.BASE, dpid)
     rules = SwitchRules()
     to_ctl = (Output(OFPP_CONTROLLER),)
@@ -92,7 +100,40 @@ def base_plan(dpid: int, fabric_ports: Iterable[int]) -> SwitchRules:
     for table, goto in chain:
         rules.add_flow(FlowRule(table, PRIO_MISS, Match(), goto=goto, cookie=cookie))
     rules.add_flow(FlowRule(Table.ROUTE, PRIO_MISS, Match(), to_ctl, cookie=cookie))
+    if catch_flows:
+        copy = (Output(OFPP_CONTROLLER, CATCH_BYTES),)
+        catch_cookie = make_cookie(CookieKind.CATCH, dpid)
+        for proto in (IP_PROTO_TCP, IP_PROTO_UDP):
+            match = Match.of(metadata=(0, META_FROM_FABRIC), eth_type=ETH_TYPE_IPV4, ip_proto=proto)
+            rules.add_flow(
+                FlowRule(Table.PIN, PRIO_CATCH, match, copy, goto=Table.ROUTE, cookie=catch_cookie)
+            )
     return rules
+
+
+def flow_plan(
+    key: FlowKey, ingress: int, in_port: int, path: Path | None, dest: int, routes: Routes
+) -> Plan:
+    """A tracked flow's rules: its accounting rule at the ingress (counting, then the
+    default route; or straight out of its first pinned hop) and a pin at every transit
+    switch where the default could choose differently."""
+    cookie = make_cookie(CookieKind.FLOW, key.ident)
+    fields = key.match_fields()
+    at_ingress = Match.of(in_port=in_port, **fields)
+    if path:
+        first = FlowRule(Table.PIN, PRIO_FLOW, at_ingress, (Output(path[0][1]),), cookie=cookie)
+    else:
+        first = FlowRule(Table.PIN, PRIO_FLOW, at_ingress, goto=Table.ROUTE, cookie=cookie)
+    plan: Plan = {ingress: SwitchRules()}
+    plan[ingress].add_flow(first)
+    for dpid, port in (path or ())[1:]:
+        if routes.next_ports(dpid, dest) == (port,):
+            continue  # the only next hop: the default route already goes there
+        rules = plan.setdefault(dpid, SwitchRules())
+        rules.add_flow(
+            FlowRule(Table.PIN, PRIO_FLOW, Match.of(**fields), (Output(port),), cookie=cookie)
+        )
+    return plan
 
 
 def destination_plan(dest: int, hosts: list[Host], routes: Routes, switches: Iterable[int]) -> Plan:

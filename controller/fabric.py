@@ -10,31 +10,48 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from controller.arp import ArpService
 from controller.compiler import Owner, Plan, RuleStore, base_plan, destination_plan
+from controller.engineer import TeConfig, TrafficEngineer
 from controller.model import (
+    COOKIE_KIND_MASK,
     MAX_PHYSICAL_PORT,
     OFPP_CONTROLLER,
     OFPP_TABLE,
     ArpFrame,
     ClearSwitch,
+    CookieKind,
     EthFrame,
+    FlowStats,
+    GroupStats,
     LldpFrame,
+    Message,
     Messages,
     Output,
     PacketIn,
     PacketOut,
     PortDesc,
+    PortStats,
     RawFrame,
+    StatsKind,
+    StatsRequest,
+    Table,
+    cookie_kind,
+    make_cookie,
     merge,
 )
 from controller.routing import add_destination, compute_routes, empty_routes
+from controller.telemetry import Telemetry
 from controller.topology import Topology
 
 log = logging.getLogger("loom.fabric")
+
+
+DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
 
 
 @dataclass(frozen=True)
@@ -43,18 +60,30 @@ class FabricConfig:
     lldp_timeout: float = 3.5
     arp_probe_interval: float = 1.0
     arp_wait_timeout: float = 3.0
+    poll_interval: float = 0.5
+    link_capacity_mbps: float | None = None  # overrides what ports report (emulated links)
+    te: TeConfig = field(default_factory=TeConfig)
 
 
 class Fabric:
-    def __init__(self, config: FabricConfig | None = None) -> None:
+    """``timer`` (e.g. ``time.perf_counter``) only measures planning time for metrics."""
+
+    def __init__(
+        self, config: FabricConfig | None = None, timer: Callable[[], float] | None = None
+    ) -> None:
         self.config = config or FabricConfig()
+        self.timer = timer or (lambda: 0.0)
+        self.timings: list[tuple[str, float]] = []
         self.topo = Topology()
         self.store = RuleStore()
         self.arp = ArpService(self.config.arp_probe_interval, self.config.arp_wait_timeout)
         self.routes = empty_routes()
+        self.telemetry = Telemetry()
+        self.te = TrafficEngineer(self.config.te, self.timer)
         self.events: Counter[str] = Counter()
         self._dirty = False
         self._next_lldp = 0.0
+        self._next_poll = 0.0
         self._planned_at: dict[str, int] = {}  # host MAC -> destination switch it is routed to
         self._routed_macs: dict[int, set[str]] = {}
 
@@ -64,6 +93,7 @@ class Fabric:
         self.events["switch_up"] += 1
         self.topo.add_switch(dpid, ports)
         self.store.forget_switch(dpid)
+        self.telemetry.forget_switch(dpid)
         out: Messages = {dpid: [ClearSwitch()]}
         merge(out, self._replan_base(dpid))
         merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
@@ -74,6 +104,8 @@ class Fabric:
         self.events["switch_down"] += 1
         self.topo.remove_switch(dpid)
         self.store.forget_switch(dpid)
+        self.telemetry.forget_switch(dpid)
+        self.te.forget_switch(dpid)
         return self._replan_all()
 
     def port_status(self, now: float, dpid: int, desc: PortDesc, deleted: bool = False) -> Messages:
@@ -101,10 +133,36 @@ class Fabric:
             changed, packets = self.arp.handle(now, self.topo, pkt.dpid, pkt.in_port, frame)
             out = self._replan_host(frame.sha) if changed else {}
             return merge(out, packets)
+        if isinstance(frame, EthFrame) and cookie_kind(pkt.cookie) is CookieKind.CATCH:
+            self.events["flow_in"] += 1
+            return self._commit(
+                self.te.caught(now, self.topo, self.routes, pkt.dpid, pkt.in_port, frame)
+            )
         if isinstance(frame, EthFrame):
             return self._route_miss(pkt, frame)
         self.events["undecodable_in"] += 1
         return {}
+
+    # -- counters ---------------------------------------------------------------
+    def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> Messages:
+        self.telemetry.port_stats(now, dpid, stats)
+        return {}
+
+    def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
+        self.te.counted(now, dpid, stats, self.capacity)
+        return {}
+
+    def group_stats(self, now: float, dpid: int, stats: list[GroupStats]) -> Messages:
+        self.telemetry.group_stats(now, dpid, stats)
+        return {}
+
+    def capacity(self, ref: tuple[int, int]) -> float:
+        """Bits/s of a port: the configured link capacity, else what the switch reports."""
+        if self.config.link_capacity_mbps:
+            return self.config.link_capacity_mbps * 1e6
+        switch = self.topo.switches.get(ref[0])
+        desc = switch.ports.get(ref[1]) if switch else None
+        return desc.speed_kbps * 1e3 if desc and desc.speed_kbps else DEFAULT_CAPACITY_BPS
 
     def _route_miss(self, pkt: PacketIn, frame: EthFrame) -> Messages:
         """A packet that beat its route to a switch: re-inject it once the route exists."""
@@ -127,16 +185,37 @@ class Fabric:
         self.arp.expire(now)
         if self._dirty:
             merge(out, self._replan_all())
+        merge(
+            out,
+            self._commit(self.te.tick(now, self.topo, self.routes, self.telemetry, self.capacity)),
+        )
+        if now >= self._next_poll:
+            self._next_poll = now + self.config.poll_interval
+            merge(out, self._poll())
         if now >= self._next_lldp:
             self._next_lldp = now + self.config.lldp_interval
             for dpid in sorted(self.topo.switches):
                 merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
         return out
 
+    def _poll(self) -> Messages:
+        """Counters from every switch: ports and groups always, tracked flows with TE."""
+        flows = StatsRequest(
+            StatsKind.FLOW, Table.PIN, make_cookie(CookieKind.FLOW), COOKIE_KIND_MASK
+        )
+        ingresses = {f.ingress for f in self.te.flows.flows.values()}
+        out: Messages = {}
+        for dpid in sorted(self.topo.switches):
+            msgs: list[Message] = [StatsRequest(StatsKind.PORT), StatsRequest(StatsKind.GROUP)]
+            if dpid in ingresses:
+                msgs.append(flows)
+            out[dpid] = msgs
+        return out
+
     # -- planning -------------------------------------------------------------
     def _base_plan(self, dpid: int) -> Plan:
         fabric_ports = [p for d, p in self.topo.fabric_ports if d == dpid]
-        return {dpid: base_plan(dpid, fabric_ports)}
+        return {dpid: base_plan(dpid, fabric_ports, catch_flows=self.config.te.enabled)}
 
     def _replan_base(self, dpid: int) -> Messages:
         return self._commit({("base", dpid): self._base_plan(dpid)})
@@ -167,17 +246,28 @@ class Fabric:
             self._routed_macs[dest] = macs
             self._planned_at.update((mac, dest) for mac in macs)
 
+    def drain_timings(self) -> list[tuple[str, float]]:
+        """Planning durations since the last call, as (kind, seconds)."""
+        out = self.timings + self.te.timings
+        self.timings, self.te.timings = [], []
+        return out
+
     def _replan_all(self) -> Messages:
         self._dirty = False
         self.events["replan_all"] += 1
+        started = self.timer()
         dests = sorted({h.dpid for h in self.topo.hosts.values()})
         self.routes = compute_routes(self.topo.graph(), dests)
         plans: dict[Owner, Plan] = {
             ("base", d): self._base_plan(d) for d in sorted(self.topo.switches)
         }
         plans.update((("dest", d), self._dest_plan(d)) for d in dests)
-        for owner in self.store.owners("base") + self.store.owners("dest"):
-            plans.setdefault(owner, {})  # switches gone, destinations without hosts
+        plans.update(self.te.replan_all(self.topo, self.routes))
+        self.timings.append(("routes", self.timer() - started))
+        for owner in (
+            self.store.owners("base") + self.store.owners("dest") + self.store.owners("flow")
+        ):
+            plans.setdefault(owner, {})  # switches gone, destinations without hosts, old flows
         return self._commit(plans)
 
     def _replan_host(self, mac: str) -> Messages:

@@ -57,9 +57,10 @@ COOKIE_BASE = 0x4C4F << 48  # "LO": marks every Loom rule
 class CookieKind(IntEnum):
     BASE = 1
     ROUTE = 2
-    PIN = 3
+    FLOW = 3  # a tracked flow: its accounting rule at the ingress and its pins
     JOB = 4
     TENANT = 5
+    CATCH = 6  # copies the first packets of untracked flows to the controller
 
 
 def make_cookie(kind: CookieKind, ident: int = 0) -> int:
@@ -68,6 +69,18 @@ def make_cookie(kind: CookieKind, ident: int = 0) -> int:
 
 
 COOKIE_MARK_MASK = 0xFFFF << 48
+COOKIE_KIND_MASK = COOKIE_MARK_MASK | (0xFF << 40)
+
+
+def cookie_kind(cookie: int) -> CookieKind | None:
+    """The kind of a Loom cookie, ``None`` for a rule Loom did not write."""
+    if cookie & COOKIE_MARK_MASK != COOKIE_BASE:
+        return None
+    try:
+        return CookieKind((cookie >> 40) & 0xFF)
+    except ValueError:
+        return None
+
 
 # ---------------------------------------------------------------------------
 # Matches and actions
@@ -102,7 +115,11 @@ class Match:
 
 @dataclass(frozen=True)
 class Output:
+    """Output to a port; ``max_len`` bounds what a copy to the controller carries
+    (``None``: the whole packet)."""
+
     port: int
+    max_len: int | None = None
 
 
 @dataclass(frozen=True)
@@ -270,6 +287,36 @@ class PacketIn:
     cookie: int = 0
 
 
+@dataclass(frozen=True)
+class PortStats:
+    port_no: int
+    rx_bytes: int = 0
+    tx_bytes: int = 0
+    rx_packets: int = 0
+    tx_packets: int = 0
+    rx_dropped: int = 0
+    tx_dropped: int = 0
+    rx_errors: int = 0
+    tx_errors: int = 0
+
+
+@dataclass(frozen=True)
+class FlowStats:
+    table: int
+    priority: int
+    match: Match
+    cookie: int
+    packets: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    group_id: int
+    bucket_packets: tuple[int, ...]
+    bucket_bytes: tuple[int, ...]
+
+
 # ---------------------------------------------------------------------------
 # Messages out (to switches), in the order they must be sent
 # ---------------------------------------------------------------------------
@@ -311,7 +358,23 @@ class ClearSwitch:
     """Remove every flow, group and meter: a switch whose state Loom does not know."""
 
 
-Message = FlowMod | GroupMod | MeterMod | PacketOut | ClearSwitch
+class StatsKind(Enum):
+    PORT = "port"
+    FLOW = "flow"
+    GROUP = "group"
+
+
+@dataclass(frozen=True)
+class StatsRequest:
+    """Ask a switch for counters; flow requests filter by table and cookie kind."""
+
+    kind: StatsKind
+    table: int | None = None
+    cookie: int = 0
+    cookie_mask: int = 0
+
+
+Message = FlowMod | GroupMod | MeterMod | PacketOut | ClearSwitch | StatsRequest
 
 Messages = dict[int, list[Message]]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from controller.model import PortDesc
+from controller.model import MAX_PHYSICAL_PORT, OFPP_LOCAL, PortDesc
 
 PortRef = tuple[int, int]  # (dpid, port_no)
 
@@ -40,6 +40,12 @@ class Switch:
 
     def live_ports(self) -> list[int]:
         return sorted(p for p, d in self.ports.items() if d.up)
+
+    @property
+    def name(self) -> str:
+        """The switch's own name (its LOCAL port's, e.g. an OVS bridge), else its dpid."""
+        local = self.ports.get(OFPP_LOCAL)
+        return local.name if local is not None and local.name else f"{self.dpid:016x}"
 
 
 class Topology:
@@ -124,7 +130,11 @@ class Topology:
         switch = self.switches.get(dpid)
         if switch is None:
             return []
-        return [p for p in switch.live_ports() if (dpid, p) not in self.fabric_ports]
+        return [
+            p
+            for p in switch.live_ports()
+            if p <= MAX_PHYSICAL_PORT and (dpid, p) not in self.fabric_ports
+        ]
 
     def graph(self) -> nx.MultiDiGraph:
         """Live switch graph: nodes are dpids, edge key is the source port."""

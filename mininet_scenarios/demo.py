@@ -27,7 +27,7 @@ def say(text: str) -> None:
     print(f"[loom demo] {text}", flush=True)
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
+def table(rows: list[list[Any]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
     out = [line.format(*header), line.format(*("-" * w for w in widths))]

@@ -53,6 +53,8 @@ class LoomStack:
         self.app = app
         self.ofp_port = free_port()
         self.api_port = free_port()
+        self.metrics_port = int(self.env.setdefault("LOOM_METRICS_PORT", str(free_port())))
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.api = LoomClient(f"http://127.0.0.1:{self.api_port}")
         self.discovery_seconds = float("nan")
         self._stack = contextlib.ExitStack()

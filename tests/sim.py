@@ -14,13 +14,19 @@ from typing import Any
 
 import networkx as nx
 
+from controller.engineer import TeConfig
 from controller.fabric import Fabric, FabricConfig
 from controller.model import (
     ArpFrame,
+    EthFrame,
+    FlowStats,
     LldpFrame,
+    Match,
     Messages,
     PacketIn,
     PortDesc,
+    StatsKind,
+    StatsRequest,
 )
 from controller.ofp import encode, frames
 from controller.ofp.compat import ofp, parser
@@ -63,18 +69,27 @@ class LoomSim:
     def __init__(self, graph: nx.MultiGraph, config: FabricConfig | None = None) -> None:
         self.graph = graph
         self.fake = FakeFabric(graph)
-        self.core = Fabric(config)
+        # Traffic engineering copies each new flow's packets to the controller: off unless
+        # a test asks for it, so routing tests see plain unicast delivery.
+        self.core = Fabric(config or FabricConfig(te=TeConfig(enabled=False)))
         self.now = 0.0
         self.dp = StubDatapath()
         self.sent = 0
         self.packet_ins = 0
+        self.sources: list[
+            tuple[str, dict[str, object], int]
+        ] = []  # (host, packet, bytes per tick)
 
     # -- driving the core ---------------------------------------------------------
     def apply(self, messages: Messages) -> None:
         """Send rules to the fake switches first, then run packet-outs (as the shim does)."""
         outs: list[tuple[int, Any]] = []
+        stats: list[tuple[int, StatsRequest]] = []
         for dpid, msgs in messages.items():
             for msg in msgs:
+                if isinstance(msg, StatsRequest):
+                    stats.append((dpid, msg))
+                    continue
                 for ofmsg in encode.encode(self.dp, msg):
                     self.sent += 1
                     if isinstance(ofmsg, parser.OFPPacketOut):
@@ -83,6 +98,21 @@ class LoomSim:
                         self._send_rule(dpid, ofmsg)
         for dpid, ofmsg in outs:
             self._run_packet_out(dpid, ofmsg)
+        for dpid, req in stats:
+            self._answer_stats(dpid, req)
+
+    def _answer_stats(self, dpid: int, req: StatsRequest) -> None:
+        """Flow statistics from the fake tables' counters (ports and groups: not modelled)."""
+        if req.kind is not StatsKind.FLOW:
+            return
+        entries = [
+            FlowStats(
+                e.table_id, e.priority, Match.of(**e.match), e.cookie, e.packet_count, e.byte_count
+            )  # type: ignore[arg-type]
+            for e in self.fake.flows(dpid, req.table)
+            if e.cookie & req.cookie_mask == req.cookie & req.cookie_mask
+        ]
+        self.apply(self.core.flow_stats(self.now, dpid, entries))
 
     def _send_rule(self, dpid: int, ofmsg: Any) -> None:
         if isinstance(ofmsg, parser.OFPGroupMod) and ofmsg.group_id == ofp.OFPG_ALL:
@@ -106,14 +136,28 @@ class LoomSim:
                 hop = branch.hops[-1]
                 frame = original if isinstance(original, LldpFrame) else self._frame_of(end.packet)
                 self.packet_ins += 1
-                self.apply(self.core.packet_in(self.now, PacketIn(hop.dpid, hop.in_port, frame)))
+                cookie = hop.cookies[-1] if hop.cookies else 0
+                pkt_in = PacketIn(hop.dpid, hop.in_port, frame, b"", end.table_id or 0, cookie)
+                self.apply(self.core.packet_in(self.now, pkt_in))
             elif end.kind == "delivered" and end.host is not None:
                 self._host_receives(end.host, end.packet)
 
     def _frame_of(self, pkt: dict[str, Any]) -> Any:
         if pkt.get("eth_type") == 0x0806:
             return fields_to_arp(pkt)
-        return None
+        proto = pkt.get("ip_proto")
+        l4 = "tcp" if proto == 6 else "udp"
+        return EthFrame(
+            str(pkt["eth_src"]),
+            str(pkt["eth_dst"]),
+            int(pkt["eth_type"]),
+            None,
+            pkt.get("ipv4_src"),
+            pkt.get("ipv4_dst"),
+            proto,  # type: ignore[arg-type]
+            pkt.get(f"{l4}_src"),
+            pkt.get(f"{l4}_dst"),  # type: ignore[arg-type]
+        )
 
     def _host_receives(self, host: str, pkt: dict[str, Any]) -> None:
         """Linux answers an ARP probe for its own address (RFC 5227) to the prober."""
@@ -140,7 +184,19 @@ class LoomSim:
         end = self.now + seconds
         while self.now < end - 1e-9:
             self.now = round(self.now + step, 6)
+            for host, pkt, size in self.sources:  # traffic first: counters move, then polls
+                self.fake.trace(host, pkt, explore_all=False, frame_len=size)
             self.apply(self.core.tick(self.now))
+
+    def start_flow(
+        self, src: str, dst: str, sport: int, mbps: float, step: float = 0.1
+    ) -> dict[str, object]:
+        """A long TCP flow: its first packet (caught, copied to the controller), then
+        ``mbps`` worth of bytes counted on the path at every tick of ``advance``."""
+        pkt = self.fake.packet(src, dst, tcp_src=sport)
+        self._handle_trace(self.fake.trace(src, pkt), None)
+        self.sources.append((src, pkt, int(mbps * 1e6 / 8 * step)))
+        return pkt
 
     def host_sends(self, host: str, frame: ArpFrame) -> Trace:
         trace = self.fake.trace(host, arp_fields(frame))

@@ -21,6 +21,8 @@ from controller.model import (
     PacketOut,
     SetField,
     SetQueue,
+    StatsKind,
+    StatsRequest,
 )
 from controller.ofp.compat import ofp, parser
 from controller.ofp.frames import frame_bytes
@@ -42,7 +44,9 @@ METER_COMMANDS = {Op.ADD: ofp.OFPMC_ADD, Op.MODIFY: ofp.OFPMC_MODIFY, Op.DELETE:
 
 def action(act: Action) -> Any:
     if isinstance(act, Output):
-        max_len = ofp.OFPCML_NO_BUFFER if act.port == OFPP_CONTROLLER else 0
+        if act.port != OFPP_CONTROLLER:
+            return parser.OFPActionOutput(act.port, 0)
+        max_len = ofp.OFPCML_NO_BUFFER if act.max_len is None else act.max_len
         return parser.OFPActionOutput(act.port, max_len)
     if isinstance(act, GroupAction):
         return parser.OFPActionGroup(act.group_id)
@@ -136,6 +140,17 @@ def clear_switch(dp: Any) -> list[Any]:
     ]
 
 
+def stats_request(dp: Any, msg: StatsRequest) -> Any:
+    if msg.kind is StatsKind.PORT:
+        return parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY)
+    if msg.kind is StatsKind.GROUP:
+        return parser.OFPGroupStatsRequest(dp, 0, ofp.OFPG_ALL)
+    table = ofp.OFPTT_ALL if msg.table is None else int(msg.table)
+    return parser.OFPFlowStatsRequest(
+        dp, 0, table, ofp.OFPP_ANY, ofp.OFPG_ANY, msg.cookie, msg.cookie_mask, parser.OFPMatch()
+    )
+
+
 def encode(dp: Any, msg: Message) -> list[Any]:
     """One domain message as the Ryu messages that carry it (``dp`` may be None in tests)."""
     if isinstance(msg, FlowMod):
@@ -148,4 +163,6 @@ def encode(dp: Any, msg: Message) -> list[Any]:
         return [packet_out(dp, msg)]
     if isinstance(msg, ClearSwitch):
         return clear_switch(dp)
+    if isinstance(msg, StatsRequest):
+        return [stats_request(dp, msg)]
     raise TypeError(f"no OpenFlow encoding for {msg!r}")

@@ -29,7 +29,10 @@ def test_app_routes_a_fabric_under_osken_manager(run_dir: Path) -> None:
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [str(OSKEN_MANAGER), "--ofp-tcp-listen-port", str(port), "controller/app.py"],
-            cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     try:
         graph = leaf_spine(leaves=3, spines=2, hosts_per_leaf=2)

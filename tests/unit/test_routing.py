@@ -16,21 +16,9 @@ from controller.routing import (
     link_costs,
     transit_port,
 )
+from tests.graphs import switch_digraph
 from topologies import dragonfly, fat_tree, leaf_spine, load_fabric
 from topologies.graph import switches
-
-
-def switch_digraph(g: nx.MultiGraph) -> nx.MultiDiGraph:
-    """The graph as the controller learns it: dpid nodes, one edge per direction, key=port."""
-    d = nx.MultiDiGraph()
-    for s in switches(g):
-        d.add_node(g.nodes[s]["dpid"])
-    for a, b, data in g.edges(data=True):
-        if g.nodes[a]["kind"] == "switch" and g.nodes[b]["kind"] == "switch":
-            da, db = g.nodes[a]["dpid"], g.nodes[b]["dpid"]
-            d.add_edge(da, db, key=data["ports"][a])
-            d.add_edge(db, da, key=data["ports"][b])
-    return d
 
 
 def expected_next_hops(d: nx.MultiDiGraph, dest: int, costs: dict) -> dict[int, set[int]]:

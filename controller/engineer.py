@@ -1,0 +1,233 @@
+"""Adaptive routing: track flows, find elephants, move them off congestion.
+
+The ``TrafficEngineer`` owns the tracked flows and where each elephant is pinned. Every
+``te_interval`` it builds the placement problem from measurements (elephant demands by
+Hedera's estimator, link capacities, the load that is not elephants) and asks
+``controller.te.place`` for paths. A flow moves make-before-break: the new path's
+transit pins go first, and its ingress rule switches one ``stage_delay`` later, when the
+path is ready; pins are never needed for delivery, because the default routes under
+them are always valid shortest paths. A moved flow is held for ``hold_down`` seconds.
+On dragonflies the candidates can include Valiant paths (``path_policy``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controller.compiler import Owner, Plan, flow_plan
+from controller.flows import FlowKey, FlowTable, TrackedFlow
+from controller.model import CookieKind, EthFrame, FlowStats, SwitchRules, Table, cookie_kind
+from controller.routing import Routes
+from controller.te import (
+    Demand,
+    NextPortCache,
+    Path,
+    estimate_demands,
+    minimal_paths,
+    place,
+    valiant_choice,
+    valiant_paths,
+)
+from controller.telemetry import Telemetry
+from controller.topology import Topology
+
+PortRef = tuple[int, int]
+Capacity = Callable[[PortRef], float]
+POLICIES = ("adaptive", "minimal", "valiant")
+
+
+@dataclass(frozen=True)
+class TeConfig:
+    enabled: bool = True
+    te_interval: float = 0.5
+    elephant_share: float = 0.1
+    flow_idle_timeout: float = 10.0
+    hold_down: float = 2.0
+    stage_delay: float = 0.2
+    margin: float = 0.05
+    path_policy: str = "adaptive"
+    max_candidates: int = 16
+
+
+@dataclass
+class Staged:
+    final: Plan
+    due: float
+
+
+def owner_of(key: FlowKey) -> Owner:
+    return ("flow", key)
+
+
+class TrafficEngineer:
+    def __init__(self, config: TeConfig, timer: Callable[[], float] = lambda: 0.0) -> None:
+        if config.path_policy not in POLICIES:
+            raise ValueError(f"path_policy must be one of {POLICIES}, got {config.path_policy!r}")
+        self.config = config
+        self.flows = FlowTable(config.elephant_share, config.flow_idle_timeout)
+        self.paths: dict[FlowKey, Path] = {}
+        self.moved_at: dict[FlowKey, float] = {}
+        self.staged: dict[FlowKey, Staged] = {}
+        self.reroutes: Counter[str] = Counter()
+        self.last_max_utilization = 0.0
+        self.timer = timer  # measures planning time for metrics; never decides anything
+        self.timings: list[tuple[str, float]] = []
+        self._next_run = 0.0
+
+    # -- events ---------------------------------------------------------------
+    def caught(
+        self, now: float, topo: Topology, routes: Routes, dpid: int, port: int, frame: EthFrame
+    ) -> dict[Owner, Plan]:
+        """The first packet of a flow from a host: start accounting for it."""
+        key = FlowKey.of_frame(frame)
+        src, dst = topo.hosts.get(frame.eth_src), topo.hosts.get(frame.eth_dst)
+        if key is None or src is None or dst is None or (src.dpid, src.port) != (dpid, port):
+            return {}
+        if not self.flows.seen(now, key, src.mac, dst.mac, dpid, port):
+            return {}
+        return {owner_of(key): self._plan(self.flows.flows[key], topo, routes)}
+
+    def counted(self, now: float, dpid: int, stats: list[FlowStats], capacity: Capacity) -> None:
+        for s in stats:
+            if s.table != Table.PIN or cookie_kind(s.cookie) is not CookieKind.FLOW:
+                continue
+            key = FlowKey.of_match(s.match)
+            flow = self.flows.flows.get(key) if key else None
+            if flow is not None and flow.ingress == dpid and s.match.get("in_port") is not None:
+                self.flows.counted(now, flow.key, s.bytes, capacity((dpid, flow.in_port)))
+
+    def forget_switch(self, dpid: int) -> list[Owner]:
+        gone = self.flows.forget_switch(dpid)
+        for flow in gone:
+            self._drop(flow.key)
+        return [owner_of(f.key) for f in gone]
+
+    # -- planning -------------------------------------------------------------
+    def tick(
+        self, now: float, topo: Topology, routes: Routes, telemetry: Telemetry, capacity: Capacity
+    ) -> dict[Owner, Plan]:
+        plans: dict[Owner, Plan] = {}
+        for flow in self.flows.expire(now):
+            self._drop(flow.key)
+            plans[owner_of(flow.key)] = {}
+        for key, staged in sorted(self.staged.items()):
+            if now >= staged.due:
+                plans[owner_of(key)] = staged.final
+                del self.staged[key]
+        if self.config.enabled and now >= self._next_run:
+            self._next_run = now + self.config.te_interval
+            started = self.timer()
+            plans.update(self._engineer(now, topo, routes, telemetry, capacity))
+            self.timings.append(("te", self.timer() - started))
+        return plans
+
+    def replan_all(self, topo: Topology, routes: Routes) -> dict[Owner, Plan]:
+        """After a topology change: keep pins whose paths survive, drop the others (the
+        default routes carry those flows until the next placement)."""
+        live = set(routes.graph.edges(keys=True))
+        live_links = {(u, k) for u, _, k in live}
+        self.staged.clear()
+        for key, path in list(self.paths.items()):
+            if not all(link in live_links for link in path):
+                del self.paths[key]
+                self.reroutes["link_down"] += 1
+        self._next_run = 0.0
+        return {owner_of(f.key): self._plan(f, topo, routes) for f in self.flows.flows.values()}
+
+    def _engineer(
+        self, now: float, topo: Topology, routes: Routes, telemetry: Telemetry, capacity: Capacity
+    ) -> dict[Owner, Plan]:
+        elephants = [f for f in self.flows.elephants() if f.dst_mac in topo.hosts]
+        plans: dict[Owner, Plan] = {}
+        for key in sorted(set(self.paths) - {f.key for f in elephants}):
+            del self.paths[key]  # no longer an elephant: back to the default route
+            self.staged.pop(key, None)
+            if key in self.flows.flows:
+                plans[owner_of(key)] = self._plan(self.flows.flows[key], topo, routes)
+        demands = self._demands(now, elephants, topo, routes, capacity)
+        links = {(u, k) for u, _, k in routes.graph.edges(keys=True)}
+        cap = {link: capacity(link) for link in links}
+        background = self._background(links, telemetry)
+        placement = place(demands, cap, background, margin=self.config.margin)
+        self.last_max_utilization = placement.max_utilization
+        for flow in elephants:
+            path = placement.paths.get(flow.key)
+            if path is None or path == self.paths.get(flow.key):
+                continue
+            self.reroutes["new_elephant" if flow.key not in self.paths else "congestion"] += 1
+            old = self._plan(flow, topo, routes)
+            self.paths[flow.key] = path
+            self.moved_at[flow.key] = now
+            plans[owner_of(flow.key)] = self._stage(
+                flow.key, old, self._plan(flow, topo, routes), now
+            )
+        return plans
+
+    def _demands(
+        self,
+        now: float,
+        elephants: list[TrackedFlow],
+        topo: Topology,
+        routes: Routes,
+        capacity: Capacity,
+    ) -> list[Demand]:
+        shares = estimate_demands([(f.src_mac, f.dst_mac) for f in elephants])
+        cache: NextPortCache = {}
+        demands = []
+        for flow, share in zip(elephants, shares, strict=True):
+            dst = topo.hosts[flow.dst_mac].dpid
+            cands = self._candidates(flow, dst, routes, cache)
+            if not cands:
+                continue
+            rate = share * capacity((flow.ingress, flow.in_port))
+            held = now - self.moved_at.get(flow.key, -1e9) < self.config.hold_down
+            demands.append(Demand(flow.key, rate, tuple(cands), self.paths.get(flow.key), not held))
+        return demands
+
+    def _candidates(
+        self, flow: TrackedFlow, dst: int, routes: Routes, cache: NextPortCache
+    ) -> list[Path]:
+        limit = self.config.max_candidates
+        minimal = minimal_paths(routes, flow.ingress, dst, limit)
+        policy = self.config.path_policy
+        if policy == "minimal" or routes.groups is None:
+            return minimal
+        valiant = valiant_paths(routes, flow.ingress, dst, limit, cache)
+        if policy == "valiant":
+            return [valiant_choice(flow.key, valiant)] if valiant else minimal
+        return minimal + valiant
+
+    def _background(self, links: set[PortRef], telemetry: Telemetry) -> dict[PortRef, float]:
+        """Measured load that is not a pinned elephant's: mice, unpinned flows, others."""
+        load = {link: telemetry.tx_bps(link) for link in links}
+        for key, path in self.paths.items():
+            rate = self.flows.flows[key].rate_bps if key in self.flows.flows else 0.0
+            for link in path:
+                load[link] = load.get(link, 0.0) - rate
+        return {link: max(0.0, v) for link, v in load.items()}
+
+    def _stage(self, key: FlowKey, old: Plan, new: Plan, now: float) -> Plan:
+        """Transit pins of the new path first, the old ingress rule kept until ``due``."""
+        flow = self.flows.flows[key]
+        interim: Plan = {dpid: rules.copy() for dpid, rules in old.items()}
+        for dpid, rules in new.items():
+            target = interim.setdefault(dpid, SwitchRules())
+            for rule in rules.flows.values():
+                if not (dpid == flow.ingress and rule.match.get("in_port") == flow.in_port):
+                    target.add_flow(rule)
+        self.staged[key] = Staged(new, now + self.config.stage_delay)
+        return interim
+
+    def _plan(self, flow: TrackedFlow, topo: Topology, routes: Routes) -> Plan:
+        dst = topo.hosts.get(flow.dst_mac)
+        dest = dst.dpid if dst else flow.ingress
+        return flow_plan(
+            flow.key, flow.ingress, flow.in_port, self.paths.get(flow.key), dest, routes
+        )
+
+    def _drop(self, key: FlowKey) -> None:
+        self.paths.pop(key, None)
+        self.staged.pop(key, None)
+        self.moved_at.pop(key, None)

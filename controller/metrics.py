@@ -1,0 +1,239 @@
+"""Every Prometheus metric Loom exports, declared once (``METRICS``).
+
+Values are read from the core at scrape time by a collector, so they are never stale
+copies; the registry is injectable so tests can scrape without a server. Switches are
+labelled by name (an OVS bridge's name, else the dpid in hex) and ports by number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from controller.fabric import Fabric
+from controller.telemetry import imbalance
+
+
+@dataclass(frozen=True)
+class MetricDoc:
+    name: str
+    kind: str
+    labels: tuple[str, ...]
+    help: str
+
+
+LINK = ("src_switch", "src_port", "dst_switch", "dst_port")
+PORT = ("switch", "port")
+METRICS = [
+    MetricDoc("loom_switches_up", "gauge", (), "Switches connected to the controller."),
+    MetricDoc("loom_links_up", "gauge", (), "Directed switch-to-switch links discovered and up."),
+    MetricDoc("loom_hosts", "gauge", (), "Hosts learned at edge ports."),
+    MetricDoc("loom_link_capacity_bits_per_second", "gauge", LINK, "Capacity of a directed link."),
+    MetricDoc("loom_link_load_bits_per_second", "gauge", LINK, "Measured load of a directed link."),
+    MetricDoc(
+        "loom_link_utilization_ratio", "gauge", LINK, "Load over capacity of a directed link."
+    ),
+    MetricDoc("loom_port_receive_bytes_total", "counter", PORT, "Bytes a switch port received."),
+    MetricDoc("loom_port_transmit_bytes_total", "counter", PORT, "Bytes a switch port sent."),
+    MetricDoc(
+        "loom_port_receive_packets_total", "counter", PORT, "Packets a switch port received."
+    ),
+    MetricDoc("loom_port_transmit_packets_total", "counter", PORT, "Packets a switch port sent."),
+    MetricDoc("loom_port_receive_drops_total", "counter", PORT, "Packets dropped on receive."),
+    MetricDoc("loom_port_transmit_drops_total", "counter", PORT, "Packets dropped on transmit."),
+    MetricDoc("loom_port_receive_errors_total", "counter", PORT, "Receive errors."),
+    MetricDoc("loom_port_transmit_errors_total", "counter", PORT, "Transmit errors."),
+    MetricDoc(
+        "loom_group_bucket_packets_total",
+        "counter",
+        ("switch", "group", "bucket"),
+        "Packets through each bucket of an ECMP select group.",
+    ),
+    MetricDoc(
+        "loom_group_bucket_bytes_total",
+        "counter",
+        ("switch", "group", "bucket"),
+        "Bytes through each bucket of an ECMP select group.",
+    ),
+    MetricDoc(
+        "loom_group_imbalance_ratio",
+        "gauge",
+        ("switch", "group"),
+        "Busiest bucket's rate over the mean bucket rate, minus 1 (0 = even).",
+    ),
+    MetricDoc("loom_flows_tracked", "gauge", (), "Flows with an accounting rule at their ingress."),
+    MetricDoc("loom_elephant_flows", "gauge", (), "Tracked flows above the elephant threshold."),
+    MetricDoc(
+        "loom_elephant_flow_bits_per_second",
+        "gauge",
+        ("flow", "ingress_switch", "pinned"),
+        "Measured rate of each elephant flow.",
+    ),
+    MetricDoc(
+        "loom_reroutes_total",
+        "counter",
+        ("reason",),
+        "Flows moved to another path, by reason (new_elephant, congestion, link_down).",
+    ),
+    MetricDoc(
+        "loom_te_max_link_utilization_ratio",
+        "gauge",
+        (),
+        "Highest link utilisation the last traffic-engineering plan expects.",
+    ),
+    MetricDoc(
+        "loom_packet_in_total", "counter", ("kind",), "Packets the switches sent the controller."
+    ),
+    MetricDoc(
+        "loom_path_computation_seconds",
+        "histogram",
+        ("kind",),
+        "Time to compute routes (kind=routes) or a traffic-engineering plan (kind=te).",
+    ),
+]
+PACKET_IN_KINDS = {
+    "lldp_in": "lldp",
+    "arp_in": "arp",
+    "flow_in": "flow",
+    "route_miss_dropped": "route_miss",
+    "route_miss_reinjected": "route_miss",
+    "undecodable_in": "undecodable",
+}
+
+
+class FabricCollector(Collector):
+    """Reads the core's state when Prometheus scrapes."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        self.fabric = fabric
+
+    def _family(self, name: str) -> GaugeMetricFamily | CounterMetricFamily:
+        doc = next(m for m in METRICS if m.name == name)
+        cls = CounterMetricFamily if doc.kind == "counter" else GaugeMetricFamily
+        base = name[: -len("_total")] if doc.kind == "counter" else name
+        return cls(base, doc.help, labels=list(doc.labels))
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        f = self.fabric
+        yield from self._inventory()
+        yield from self._links()
+        yield from self._ports()
+        yield from self._groups()
+        yield from self._flows()
+        events = self._family("loom_packet_in_total")
+        per_kind: dict[str, float] = {}
+        for event, kind in PACKET_IN_KINDS.items():
+            per_kind[kind] = per_kind.get(kind, 0.0) + f.events.get(event, 0)
+        for kind, value in sorted(per_kind.items()):
+            events.add_metric([kind], value)
+        yield events
+
+    def _name(self, dpid: int) -> str:
+        switch = self.fabric.topo.switches.get(dpid)
+        return switch.name if switch else f"{dpid:016x}"
+
+    def _inventory(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        topo = self.fabric.topo
+        for name, value in (
+            ("loom_switches_up", len(topo.switches)),
+            ("loom_links_up", len(topo.links)),
+            ("loom_hosts", len(topo.hosts)),
+        ):
+            fam = self._family(name)
+            fam.add_metric([], value)
+            yield fam
+
+    def _links(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        f = self.fabric
+        cap, load, util = (
+            self._family(n)
+            for n in (
+                "loom_link_capacity_bits_per_second",
+                "loom_link_load_bits_per_second",
+                "loom_link_utilization_ratio",
+            )
+        )
+        for src, link in sorted(f.topo.links.items()):
+            labels = [self._name(src[0]), str(src[1]), self._name(link.dst[0]), str(link.dst[1])]
+            c, bps = f.capacity(src), f.telemetry.tx_bps(src)
+            cap.add_metric(labels, c)
+            load.add_metric(labels, bps)
+            util.add_metric(labels, bps / c if c else 0.0)
+        yield from (cap, load, util)
+
+    def _ports(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        fields = (
+            ("receive_bytes", "rx_bytes"),
+            ("transmit_bytes", "tx_bytes"),
+            ("receive_packets", "rx_packets"),
+            ("transmit_packets", "tx_packets"),
+            ("receive_drops", "rx_dropped"),
+            ("transmit_drops", "tx_dropped"),
+            ("receive_errors", "rx_errors"),
+            ("transmit_errors", "tx_errors"),
+        )
+        samples = sorted(self.fabric.telemetry.ports.items())
+        for metric, attr in fields:
+            fam = self._family(f"loom_port_{metric}_total")
+            for (dpid, port), sample in samples:
+                fam.add_metric([self._name(dpid), str(port)], getattr(sample.stats, attr))
+            yield fam
+
+    def _groups(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        pkts, byts = (
+            self._family("loom_group_bucket_packets_total"),
+            self._family("loom_group_bucket_bytes_total"),
+        )
+        skew = self._family("loom_group_imbalance_ratio")
+        for (dpid, gid), sample in sorted(self.fabric.telemetry.groups.items()):
+            name = self._name(dpid)
+            for i, (p, b) in enumerate(
+                zip(sample.stats.bucket_packets, sample.stats.bucket_bytes, strict=True)
+            ):
+                pkts.add_metric([name, str(gid), str(i)], p)
+                byts.add_metric([name, str(gid), str(i)], b)
+            skew.add_metric([name, str(gid)], imbalance(sample.bucket_bps))
+        yield from (pkts, byts, skew)
+
+    def _flows(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        te = self.fabric.te
+        tracked, elephants = self._family("loom_flows_tracked"), self._family("loom_elephant_flows")
+        tracked.add_metric([], len(te.flows.flows))
+        big = te.flows.elephants()
+        elephants.add_metric([], len(big))
+        rates = self._family("loom_elephant_flow_bits_per_second")
+        for flow in big:
+            rates.add_metric(
+                [str(flow.key), self._name(flow.ingress), str(flow.key in te.paths).lower()],
+                flow.rate_bps,
+            )
+        reroutes = self._family("loom_reroutes_total")
+        for reason in ("new_elephant", "congestion", "link_down"):
+            reroutes.add_metric([reason], te.reroutes.get(reason, 0))
+        peak = self._family("loom_te_max_link_utilization_ratio")
+        peak.add_metric([], te.last_max_utilization)
+        yield from (tracked, elephants, rates, reroutes, peak)
+
+
+class LoomMetrics:
+    """The registry a Loom controller serves: the collector plus timing histograms."""
+
+    def __init__(self, fabric: Fabric, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.registry.register(FabricCollector(fabric))
+        doc = next(m for m in METRICS if m.name == "loom_path_computation_seconds")
+        self.path_seconds = Histogram(
+            doc.name,
+            doc.help,
+            list(doc.labels),
+            registry=self.registry,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+        )
+
+    def observe(self, timings: list[tuple[str, float]]) -> None:
+        for kind, seconds in timings:
+            self.path_seconds.labels(kind).observe(seconds)

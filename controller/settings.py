@@ -1,0 +1,118 @@
+"""Controller settings from ``LOOM_*`` environment variables, with clear errors.
+
+| variable | default | meaning |
+|---|---|---|
+| LOOM_LLDP_INTERVAL | 1.0 | seconds between discovery rounds |
+| LOOM_LLDP_TIMEOUT | 3.5 | seconds without LLDP before a link is declared gone |
+| LOOM_POLL_INTERVAL | 0.5 | seconds between counter polls (ports, groups, flows) |
+| LOOM_LINK_CAPACITY_MBPS | (port speed) | capacity of every link, for emulated shaped links |
+| LOOM_TE | on | traffic engineering: track flows and move elephants (on/off) |
+| LOOM_TE_INTERVAL | 0.5 | seconds between placement runs |
+| LOOM_ELEPHANT_SHARE | 0.1 | share of the ingress link that makes a flow an elephant |
+| LOOM_PATH_POLICY | adaptive | dragonflies: adaptive (UGAL-like), minimal or valiant |
+| LOOM_METRICS_PORT | 9108 | Prometheus endpoint port (0: off) |
+| LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from controller.engineer import POLICIES, TeConfig
+from controller.fabric import FabricConfig
+
+T = TypeVar("T")
+
+
+class SettingsError(ValueError):
+    """A LOOM_* variable holds something that is not a valid value."""
+
+
+def _get(
+    env: Mapping[str, str], name: str, parse: Callable[[str], T], default: T, expected: str
+) -> T:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return parse(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r}: expected {expected}") from None
+
+
+def _positive(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError(raw)
+    return value
+
+
+def _share(raw: str) -> float:
+    value = float(raw)
+    if not 0 < value <= 1:
+        raise ValueError(raw)
+    return value
+
+
+def _switch(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("on", "1", "true", "yes"):
+        return True
+    if value in ("off", "0", "false", "no"):
+        return False
+    raise ValueError(raw)
+
+
+def _policy(raw: str) -> str:
+    if raw not in POLICIES:
+        raise ValueError(raw)
+    return raw
+
+
+def _port(raw: str) -> int:
+    value = int(raw)
+    if not 0 <= value <= 65535:
+        raise ValueError(raw)
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    fabric: FabricConfig
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 9108
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] = os.environ) -> Settings:
+        d, t = FabricConfig(), TeConfig()
+        te = TeConfig(
+            enabled=_get(env, "LOOM_TE", _switch, t.enabled, "on or off"),
+            te_interval=_get(env, "LOOM_TE_INTERVAL", _positive, t.te_interval, "seconds > 0"),
+            elephant_share=_get(
+                env, "LOOM_ELEPHANT_SHARE", _share, t.elephant_share, "a share in (0, 1]"
+            ),
+            path_policy=_get(
+                env, "LOOM_PATH_POLICY", _policy, t.path_policy, " or ".join(POLICIES)
+            ),
+        )
+        fabric = FabricConfig(
+            lldp_interval=_get(
+                env, "LOOM_LLDP_INTERVAL", _positive, d.lldp_interval, "seconds > 0"
+            ),
+            lldp_timeout=_get(env, "LOOM_LLDP_TIMEOUT", _positive, d.lldp_timeout, "seconds > 0"),
+            poll_interval=_get(
+                env, "LOOM_POLL_INTERVAL", _positive, d.poll_interval, "seconds > 0"
+            ),
+            link_capacity_mbps=_get(
+                env, "LOOM_LINK_CAPACITY_MBPS", _positive, d.link_capacity_mbps, "Mbit/s > 0"
+            ),
+            te=te,
+        )
+        return Settings(
+            fabric,
+            metrics_host=env.get("LOOM_METRICS_HOST") or "127.0.0.1",
+            metrics_port=_get(env, "LOOM_METRICS_PORT", _port, 9108, "a TCP port 0-65535"),
+        )

@@ -1,0 +1,332 @@
+"""Traffic engineering as pure functions: candidate paths, demands, placement.
+
+``place`` puts elephant flows on paths so that the most utilised link is as low as it
+can be, then spreads what is left (sum of squared utilisations). It starts from where
+flows already are and moves one only when that lowers the objective by more than a
+margin: small load changes never move anything (hysteresis). New flows are placed
+greedily, largest demand first; a bounded exact search runs when greedy plus local
+improvement still leaves a link over capacity. Every tie is broken by sorted keys, so
+the same inputs always give the same plan.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import cast
+
+import networkx as nx
+
+from controller.routing import Routes, ecmp_next_hops
+
+Link = tuple[int, int]  # (dpid, out_port): a directed fabric link, named by its source end
+Path = tuple[Link, ...]  # fabric hops from the ingress switch to the egress switch
+
+
+# ---------------------------------------------------------------------------
+# Candidate paths
+# ---------------------------------------------------------------------------
+
+
+def minimal_paths(routes: Routes, src: int, dst: int, limit: int = 16) -> list[Path]:
+    """Up to ``limit`` equal-cost paths along the next-hop sets, in port order."""
+    if src == dst:
+        return [()]
+    hops = routes.ports.get(dst)
+    if hops is None:
+        return []
+    return _walk(routes.graph, lambda node: hops.get(node, ()), src, dst, limit)
+
+
+def _walk(
+    g: nx.MultiDiGraph, next_ports: Callable[[int], tuple[int, ...]], src: int, dst: int, limit: int
+) -> list[Path]:
+    """Depth-first walk along ``next_ports`` from ``src`` to ``dst``: simple paths only."""
+    peer = {(u, k): v for u, v, k in g.edges(keys=True)}
+    out: list[Path] = []
+    stack: list[tuple[int, Path]] = [(src, ())]
+    while stack and len(out) < limit:
+        node, path = stack.pop()
+        if node == dst:
+            out.append(path)
+            continue
+        for port in reversed(next_ports(node)):
+            nxt = peer.get((node, port))
+            if nxt is not None and all(nxt != h[0] for h in path) and nxt != src:
+                stack.append((nxt, (*path, (node, port))))
+    return out
+
+
+def _lookup(table: dict[int, tuple[int, ...]]) -> Callable[[int], tuple[int, ...]]:
+    return lambda node: table.get(node, ())
+
+
+def path_nodes(g: nx.MultiDiGraph, path: Path, src: int) -> list[int]:
+    peer = {(u, k): v for u, v, k in g.edges(keys=True)}
+    nodes = [src]
+    for hop in path:
+        nodes.append(peer[hop])
+    return nodes
+
+
+NextPortCache = dict[int, dict[int, tuple[int, ...]]]
+
+
+def valiant_paths(
+    routes: Routes, src: int, dst: int, limit: int = 24, cache: NextPortCache | None = None
+) -> list[Path]:
+    """Non-minimal dragonfly paths: minimally to a router of another group, then
+    minimally to the destination. One router per intermediate group in turn, so the
+    candidates spread over every intermediate group before repeating one."""
+    groups = routes.groups
+    if groups is None or groups.get(src) == groups.get(dst):
+        return []
+    cache = {} if cache is None else cache
+    by_group: dict[int, list[int]] = {}
+    for node, grp in sorted(groups.items(), key=lambda kv: (kv[1], repr(kv[0]))):
+        if grp not in (groups[src], groups[dst]):
+            by_group.setdefault(grp, []).append(node)  # type: ignore[arg-type]
+    order: list[int] = []
+    for depth in range(max(map(len, by_group.values()), default=0)):
+        order += [by_group[g][depth] for g in sorted(by_group) if depth < len(by_group[g])]
+    out: list[Path] = []
+    for mid in order:
+        if len(out) >= limit:
+            break
+        if mid not in cache:
+            hops = ecmp_next_hops(routes.graph, mid, routes.costs)
+            cache[mid] = {cast(int, u): tuple(p for p, _ in nh) for u, nh in hops.items()}
+        first = _walk(routes.graph, _lookup(cache[mid]), src, mid, 1)
+        second = minimal_paths(routes, mid, dst, 1)
+        if not first or not second:
+            continue
+        path = first[0] + second[0]
+        nodes = path_nodes(routes.graph, path, src)
+        if len(set(nodes)) == len(nodes) and path not in out:
+            out.append(path)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Demand estimation (Hedera, NSDI 2010): the rate each flow would reach if only the
+# sending and receiving host links limited it.
+# ---------------------------------------------------------------------------
+
+
+def estimate_demands(pairs: list[tuple[Hashable, Hashable]], iterations: int = 100) -> list[float]:
+    """Natural demand of each (sender, receiver) flow as a share of a host link (0..1)."""
+    n = len(pairs)
+    demand = [0.0] * n
+    converged = [False] * n
+    by_src: dict[Hashable, list[int]] = {}
+    by_dst: dict[Hashable, list[int]] = {}
+    for i, (s, d) in enumerate(pairs):
+        by_src.setdefault(s, []).append(i)
+        by_dst.setdefault(d, []).append(i)
+    for _ in range(iterations):
+        before = list(demand), list(converged)
+        for flows in by_src.values():
+            fixed = sum(demand[i] for i in flows if converged[i])
+            free = [i for i in flows if not converged[i]]
+            for i in free:
+                demand[i] = max(0.0, 1.0 - fixed) / len(free)
+        for flows in by_dst.values():
+            if sum(demand[i] for i in flows) <= 1.0 + 1e-12:
+                continue
+            limited = set(flows)
+            share = 1.0 / len(flows)
+            while True:
+                small = {i for i in limited if demand[i] < share}
+                if not small:
+                    break
+                limited -= small
+                share = (1.0 - sum(demand[i] for i in flows if i not in limited)) / len(limited)
+            for i in limited:
+                demand[i] = share
+                converged[i] = True
+        if (demand, converged) == before:
+            break
+    return demand
+
+
+# ---------------------------------------------------------------------------
+# Placement
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Demand:
+    key: Hashable
+    rate: float  # bits/s the flow should get
+    candidates: tuple[Path, ...]
+    current: Path | None = None
+    movable: bool = True
+
+
+@dataclass(frozen=True)
+class Placement:
+    paths: dict[Hashable, Path]
+    max_utilization: float
+    moved: tuple[Hashable, ...]
+
+
+class _Loads:
+    def __init__(self, capacity: Mapping[Link, float], background: Mapping[Link, float]) -> None:
+        self.capacity = capacity
+        self.load: dict[Link, float] = dict(background)
+
+    def util(self, link: Link, extra: float = 0.0) -> float:
+        cap = self.capacity.get(link, 0.0)
+        used = self.load.get(link, 0.0) + extra
+        return used / cap if cap > 0 else (float("inf") if used > 0 else 0.0)
+
+    def add(self, path: Path, rate: float) -> None:
+        for link in path:
+            self.load[link] = self.load.get(link, 0.0) + rate
+
+    def bottleneck(self, path: Path, rate: float) -> float:
+        return max((self.util(link, rate) for link in path), default=0.0)
+
+    def objective(self) -> tuple[float, float]:
+        utils = [self.util(link) for link in self.load]
+        return (round(max(utils, default=0.0), 9), round(sum(u * u for u in utils), 9))
+
+
+def _key_order(key: Hashable) -> str:
+    return repr(key)
+
+
+def place(
+    demands: Iterable[Demand],
+    capacity: Mapping[Link, float],
+    background: Mapping[Link, float] | None = None,
+    *,
+    margin: float = 0.05,
+    max_rounds: int = 200,
+    search_budget: int = 50_000,
+) -> Placement:
+    """Assign each demand one of its candidate paths (see the module docstring)."""
+    items = sorted((d for d in demands if d.candidates), key=lambda d: (-d.rate, _key_order(d.key)))
+    loads = _Loads(capacity, background or {})
+    chosen: dict[Hashable, Path] = {}
+    for d in items:  # keep valid current paths; place the rest largest first
+        if d.current is not None and d.current in d.candidates:
+            chosen[d.key] = d.current
+            loads.add(d.current, d.rate)
+    for d in items:
+        if d.key not in chosen:
+            best = min(d.candidates, key=lambda p: (loads.bottleneck(p, d.rate), len(p), p))
+            chosen[d.key] = best
+            loads.add(best, d.rate)
+    _improve(items, chosen, loads, margin, max_rounds)
+    if loads.objective()[0] > 1.0 + 1e-9:
+        exact = _search(items, capacity, background or {}, search_budget)
+        if exact is not None:
+            chosen = exact
+            loads = _Loads(capacity, background or {})
+            for d in items:
+                loads.add(chosen[d.key], d.rate)
+    moved = tuple(
+        sorted(
+            (d.key for d in items if d.current is not None and chosen[d.key] != d.current),
+            key=_key_order,
+        )
+    )
+    return Placement(chosen, loads.objective()[0], moved)
+
+
+def _improve(
+    items: list[Demand], chosen: dict[Hashable, Path], loads: _Loads, margin: float, rounds: int
+) -> None:
+    """Move single flows while that lowers (max, sum of squares) by more than ``margin``."""
+    for _ in range(rounds):
+        base = loads.objective()
+        best: tuple[tuple[float, float], Hashable, Path] | None = None
+        hot = max(loads.load, key=lambda link: (loads.util(link), link), default=None)
+        if hot is None:
+            return
+        for d in items:
+            if not d.movable or hot not in chosen[d.key]:
+                continue
+            loads.add(chosen[d.key], -d.rate)
+            for path in d.candidates:
+                if path == chosen[d.key]:
+                    continue
+                loads.add(path, d.rate)
+                obj = loads.objective()
+                loads.add(path, -d.rate)
+                if _better(obj, base, margin) and (
+                    best is None
+                    or (obj, _key_order(d.key), path) < (best[0], _key_order(best[1]), best[2])
+                ):
+                    best = (obj, d.key, path)
+            loads.add(chosen[d.key], d.rate)
+        if best is None:
+            return
+        _, key, path = best
+        d = next(x for x in items if x.key == key)
+        loads.add(chosen[key], -d.rate)
+        loads.add(path, d.rate)
+        chosen[key] = path
+
+
+def _better(obj: tuple[float, float], base: tuple[float, float], margin: float) -> bool:
+    if obj[0] < base[0] - margin:
+        return True
+    return obj[0] <= base[0] + 1e-9 and obj[1] < base[1] - margin
+
+
+def _search(
+    items: list[Demand],
+    capacity: Mapping[Link, float],
+    background: Mapping[Link, float],
+    budget: int,
+) -> dict[Hashable, Path] | None:
+    """Depth-first search for an assignment with every link within capacity, most
+    constrained flow first; ``None`` when there is none or the budget runs out."""
+    loads = _Loads(capacity, background)
+    chosen: dict[Hashable, Path] = {}
+    nodes = 0
+
+    def fits(path: Path, rate: float) -> bool:
+        return loads.bottleneck(path, rate) <= 1.0 + 1e-9
+
+    def recurse(remaining: list[Demand]) -> bool:
+        nonlocal nodes
+        if not remaining:
+            return True
+        nodes += 1
+        if nodes > budget:
+            return False
+        options = [(sum(fits(p, d.rate) for p in _allowed(d)), i) for i, d in enumerate(remaining)]
+        count, idx = min(options)
+        if count == 0:
+            return False
+        d = remaining[idx]
+        rest = remaining[:idx] + remaining[idx + 1 :]
+        for path in sorted(
+            _allowed(d), key=lambda p: (p != d.current, loads.bottleneck(p, d.rate), len(p), p)
+        ):
+            if fits(path, d.rate):
+                loads.add(path, d.rate)
+                chosen[d.key] = path
+                if recurse(rest):
+                    return True
+                loads.add(path, -d.rate)
+                del chosen[d.key]
+        return False
+
+    return dict(chosen) if recurse(list(items)) else None
+
+
+def _allowed(d: Demand) -> tuple[Path, ...]:
+    if not d.movable and d.current is not None and d.current in d.candidates:
+        return (d.current,)
+    return d.candidates
+
+
+def valiant_choice(key: Hashable, candidates: list[Path]) -> Path:
+    """Oblivious Valiant routing: a stable pseudo-random candidate per flow (CRC32 of
+    the flow key; never Python's per-process ``hash()``)."""
+    return candidates[zlib.crc32(repr(key).encode()) % len(candidates)]

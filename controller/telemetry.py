@@ -1,0 +1,94 @@
+"""What the fabric is doing: port counters turned into rates and link utilisation.
+
+Switches report cumulative counters; the rate of a port is the difference between two
+reports over the time between them (``now`` as the shim saw the replies), smoothed with
+an EWMA so one late reply does not read as a spike. A directed link's load is what its
+source port transmits; its utilisation is that over the link's capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.model import GroupStats, PortStats
+
+PortRef = tuple[int, int]
+
+
+@dataclass
+class PortSample:
+    stats: PortStats
+    at: float
+    tx_bps: float = 0.0
+    rx_bps: float = 0.0
+    tx_drop_pps: float = 0.0
+
+
+@dataclass
+class BucketSample:
+    stats: GroupStats
+    at: float
+    bucket_bps: tuple[float, ...] = ()
+
+
+@dataclass
+class Telemetry:
+    """Latest counters and smoothed rates per port and per select group."""
+
+    smoothing: float = 0.5  # weight of the newest interval in the EWMA
+    ports: dict[PortRef, PortSample] = field(default_factory=dict)
+    groups: dict[tuple[int, int], BucketSample] = field(default_factory=dict)
+
+    def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> None:
+        for s in stats:
+            ref = (dpid, s.port_no)
+            old = self.ports.get(ref)
+            sample = PortSample(s, now)
+            if old is not None and now > old.at and s.tx_bytes >= old.stats.tx_bytes:
+                dt = now - old.at
+                a = self.smoothing
+                sample.tx_bps = (
+                    a * 8 * (s.tx_bytes - old.stats.tx_bytes) / dt + (1 - a) * old.tx_bps
+                )
+                sample.rx_bps = (
+                    a * 8 * (s.rx_bytes - old.stats.rx_bytes) / dt + (1 - a) * old.rx_bps
+                )
+                drops = max(0, s.tx_dropped - old.stats.tx_dropped)
+                sample.tx_drop_pps = a * drops / dt + (1 - a) * old.tx_drop_pps
+            self.ports[ref] = sample
+
+    def group_stats(self, now: float, dpid: int, stats: list[GroupStats]) -> None:
+        for s in stats:
+            key = (dpid, s.group_id)
+            old = self.groups.get(key)
+            rates: tuple[float, ...] = ()
+            if (
+                old is not None
+                and now > old.at
+                and len(old.stats.bucket_bytes) == len(s.bucket_bytes)
+            ):
+                dt = now - old.at
+                rates = tuple(
+                    max(0.0, 8 * (b - ob) / dt)
+                    for b, ob in zip(s.bucket_bytes, old.stats.bucket_bytes, strict=True)
+                )
+            self.groups[key] = BucketSample(s, now, rates)
+
+    def tx_bps(self, ref: PortRef) -> float:
+        sample = self.ports.get(ref)
+        return sample.tx_bps if sample else 0.0
+
+    def forget_switch(self, dpid: int) -> None:
+        for ref in [r for r in self.ports if r[0] == dpid]:
+            del self.ports[ref]
+        for key in [k for k in self.groups if k[0] == dpid]:
+            del self.groups[key]
+
+
+def imbalance(rates: tuple[float, ...]) -> float:
+    """How unevenly a select group spreads traffic: max bucket rate over the mean, minus 1
+    (0 = perfectly even; 1 = the busiest bucket carries twice its share)."""
+    if not rates or sum(rates) <= 0:
+        return 0.0
+    mean = sum(rates) / len(rates)
+    return max(rates) / mean - 1.0

@@ -1,0 +1,413 @@
+"""The ``faucet`` baseline: Faucet, the production OpenFlow controller, on the same fabric.
+
+Operators who do not run Loom would run something like this: Faucet with *stacking* on every
+inter-switch link, configured from the same topology graph Loom and the emulation use.
+
+What stacking does with a multi-path fabric: Faucet treats the switches as one distributed
+L2 switch. It checks every stack link with LLDP beacons, picks one root (the configured
+switch with the lowest ``stack.priority``), and forwards over a single tree: each switch
+reaches the root along its shortest path (ties broken by name), floods go up to the root and
+back down, and MACs are learned on the ports of that tree. Every other link of a fat-tree or
+dragonfly carries no traffic until a tree link fails, when Faucet recomputes the tree once it
+has declared the failed stack port down. That is the "production peer" column of the
+benchmarks: what redundancy buys with a correct, well-tested L2 fabric, and what it does
+*not* buy (no ECMP, no adaptive routing: the root's uplinks are the bisection).
+
+Faucet pins its own framework (os-ken) and eventlet, so it lives in ``.venv-faucet``
+(``make faucet-venv``), not in Loom's venv; :class:`FaucetProcess` runs it as a child
+process like :class:`~mininet_scenarios.controller_proc.ControllerProcess` runs Ryu.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import networkx as nx
+import yaml
+
+from mininet_scenarios import emulation_logger
+from mininet_scenarios.controller_proc import (
+    LOG_TAIL_LINES,
+    REPO_ROOT,
+    ControllerError,
+    free_port,
+    pid_listens_on,
+    tail,
+)
+from mininet_scenarios.traffic import PingAll
+from topologies.graph import link_ends, switch_graph, switches, validate
+
+if TYPE_CHECKING:
+    from mininet_scenarios.fabric_net import FabricNet
+
+log = emulation_logger()
+
+FAUCET_VENV = REPO_ROOT / ".venv-faucet"
+FAUCET_BIN = FAUCET_VENV / "bin" / "faucet"
+CHECK_CONFIG_BIN = FAUCET_VENV / "bin" / "check_faucet_config"
+VLAN_NAME = "fabric"
+# Root choice: the highest tier wins (core/spine above aggregation above edge/leaf); roles
+# not listed (dragonfly routers, custom fabrics) are tier 0, so the lowest dpid decides.
+ROLE_TIERS = {"core": 2, "spine": 2, "agg": 1, "edge": 0, "leaf": 0}
+STACK_STATE_UP = 3  # faucet.port.STACK_STATE_UP, as exported in ``port_stack_state``
+# MAC learning timeout (s). Faucet's default (300) makes a quiet host's MAC expire mid-run
+# and its traffic flood the whole tree until relearned; an hour outlasts any benchmark.
+# Faucet requires arp/nd_neighbor_timeout < timeout / 2, which the defaults (30) satisfy.
+LEARN_TIMEOUT = 3600
+_METRIC_RE = re.compile(r"^(\w+)\{([^}]*)\}\s+(\S+)$")
+_LABEL_RE = re.compile(r'(\w+)="([^"]*)"')
+
+
+class FaucetError(ControllerError):
+    """Faucet died, did not listen, or the fabric did not come up; carries the log tail."""
+
+
+# --------------------------------------------------------------------------- config
+
+
+def stack_root(graph: nx.MultiGraph) -> str:
+    """The switch Faucet should root its tree at: highest tier, then lowest dpid.
+
+    On a fat-tree that is ``c1``, a core switch: a tree rooted at the core reaches every pod
+    in two hops, which is the best a single tree can do there (an edge root would send all
+    inter-pod traffic through one pod). On a leaf-spine it is the first spine.
+    """
+    names = list(switches(graph))
+    if not names:
+        raise ValueError("the graph has no switches")
+
+    def key(name: str) -> tuple[int, int]:
+        d = graph.nodes[name]
+        return (-ROLE_TIERS.get(str(d.get("role")), 0), int(d["dpid"]))
+
+    return min(names, key=key)
+
+
+def faucet_config(
+    graph: nx.MultiGraph,
+    *,
+    vlan: int = 100,
+    root: str | None = None,
+    lldp_interval: int | None = None,
+) -> str:
+    """Faucet YAML for ``graph``: one stacked L2 fabric on one VLAN.
+
+    * one ``dps`` entry per switch (by dpid), ``dp_id`` = the graph's dpid, OVS hardware;
+    * every host port a native-VLAN access port;
+    * every switch-to-switch link a stack port on both ends (``stack: {dp, port}``);
+    * one stack root, ``root`` or :func:`stack_root`, marked by ``stack: {priority: 1}``.
+
+    Everything else is Faucet's default, as an operator would deploy it, except the MAC
+    learning timeout (:data:`LEARN_TIMEOUT`). In particular stack links are checked by LLDP
+    every 5 s and declared down after 3 missed beacons: a failed tree link is routed around
+    10-15 s after it fails, whatever OpenFlow PortStatus said at once. ``lldp_interval``
+    (seconds) tunes that for a "tuned Faucet" variant; the baseline leaves it alone.
+
+    Output is deterministic (switches by dpid, ports by number), so a config can be diffed.
+    """
+    validate(graph)
+    root = root or stack_root(graph)
+    if graph.nodes.get(root, {}).get("kind") != "switch":
+        raise ValueError(f"stack root {root!r} is not a switch of the graph")
+    dps: dict[str, dict[str, Any]] = {}
+    for name in sorted(switches(graph), key=lambda s: int(graph.nodes[s]["dpid"])):
+        interfaces: dict[int, dict[str, Any]] = {}
+        for end in link_ends(graph, name):
+            if graph.nodes[end.peer]["kind"] == "host":
+                interfaces[end.port] = {"description": end.peer, "native_vlan": VLAN_NAME}
+            else:
+                interfaces[end.port] = {
+                    "description": f"{end.peer}:{end.peer_port}",
+                    "stack": {"dp": end.peer, "port": end.peer_port},
+                }
+        dp: dict[str, Any] = {
+            "dp_id": int(graph.nodes[name]["dpid"]),
+            "hardware": "Open vSwitch",
+            "timeout": LEARN_TIMEOUT,
+        }
+        if name == root:
+            dp["stack"] = {"priority": 1}
+        if lldp_interval is not None:
+            dp["lldp_beacon"] = {"send_interval": int(lldp_interval)}
+        dp["interfaces"] = interfaces
+        dps[name] = dp
+    doc = {
+        "vlans": {VLAN_NAME: {"vid": vlan, "description": "every host of the fabric"}},
+        "dps": dps,
+    }
+    header = (
+        f"# Faucet config for {graph.graph.get('name', 'a fabric')}: generated by"
+        f" mininet_scenarios.faucet_mode; stack root {root}\n"
+    )
+    return header + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+def check_faucet_config(path: str | Path, timeout: float = 60.0) -> tuple[bool, str]:
+    """Run Faucet's own ``check_faucet_config`` (from ``.venv-faucet``) on ``path``."""
+    proc = subprocess.run(
+        [str(CHECK_CONFIG_BIN), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    return proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------- process
+
+
+class FaucetProcess:
+    """``with FaucetProcess(graph, run_dir) as faucet: FabricNet(graph, faucet.address)``.
+
+    Writes ``faucet.yaml`` into ``run_dir`` and starts Faucet's ``faucet`` console script
+    from ``.venv-faucet``, which execs ``osken-manager faucet.faucet`` (found on PATH, so
+    the venv's bin directory goes first). Faucet's settings come from environment variables:
+    config, logs and the Prometheus endpoint (loopback, a free port) point into ``run_dir``
+    or at us, and inherited ``FAUCET_*``/``GAUGE_*`` variables (an event socket, say) are
+    dropped. Readiness is our PID listening on the OpenFlow port; on exit SIGTERM, then
+    SIGKILL after ``stop_timeout``, and reap.
+    """
+
+    def __init__(
+        self,
+        graph: nx.MultiGraph,
+        run_dir: str | Path,
+        ofp_port: int | None = None,
+        *,
+        root: str | None = None,
+        lldp_interval: int | None = None,
+        start_timeout: float = 60.0,
+        stop_timeout: float = 5.0,
+    ) -> None:
+        self.graph = graph
+        self.run_dir = Path(run_dir)
+        self.ofp_port = ofp_port if ofp_port is not None else free_port()
+        self.prometheus_port = free_port()
+        self.root = root or stack_root(graph)
+        self.lldp_interval = lldp_interval
+        self.config_path = self.run_dir / "faucet.yaml"
+        self.log_path = self.run_dir / "faucet-log.txt"
+        self.exception_log_path = self.run_dir / "faucet-exceptions.txt"
+        self.stdout_path = self.run_dir / "faucet-stdout.txt"
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self.ofp_port)
+
+    def command(self) -> list[str]:
+        listen = [f"--ryu-ofp-tcp-listen-port={self.ofp_port}", "--ryu-ofp-listen-host=127.0.0.1"]
+        return [str(FAUCET_BIN), *listen]
+
+    def environment(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("FAUCET_", "GAUGE_"))}
+        env.update(
+            PATH=f"{FAUCET_VENV / 'bin'}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}",
+            PYTHONUNBUFFERED="1",
+            FAUCET_CONFIG=str(self.config_path),
+            FAUCET_LOG=str(self.log_path),
+            FAUCET_EXCEPTION_LOG=str(self.exception_log_path),
+            FAUCET_PROMETHEUS_ADDR="127.0.0.1",
+            FAUCET_PROMETHEUS_PORT=str(self.prometheus_port),
+        )
+        env.pop("PYTHONPATH", None)  # Loom's tree must not shadow the Faucet venv's packages
+        env.pop("VIRTUAL_ENV", None)
+        return env
+
+    def start(self) -> None:
+        if not FAUCET_BIN.exists():
+            raise FaucetError(f"{FAUCET_BIN} is missing: run `make faucet-venv`")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(
+            faucet_config(self.graph, root=self.root, lldp_interval=self.lldp_interval)
+        )
+        with open(self.stdout_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                self.command(),
+                cwd=self.run_dir,
+                env=self.environment(),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C reaches us; we stop Faucet after the fabric
+            )
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self.proc.poll() is not None:
+                code, self.proc = self.proc.returncode, None
+                raise FaucetError(
+                    f"faucet exited with code {code} before listening on {self.ofp_port}:\n"
+                    + self.log_tail()
+                )
+            if pid_listens_on(self.proc.pid, self.ofp_port):
+                log.info("faucet: listening on %d (pid %d)", self.ofp_port, self.proc.pid)
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise FaucetError(
+                    f"faucet did not listen on {self.ofp_port} within"
+                    f" {self.start_timeout:.0f} s:\n{self.log_tail()}"
+                )
+            time.sleep(0.1)
+
+    def check_alive(self) -> None:
+        """Raise :class:`FaucetError` with the log tail if Faucet has died."""
+        if self.proc is not None and self.proc.poll() is not None:
+            raise FaucetError(f"faucet died (exit {self.proc.returncode}):\n{self.log_tail()}")
+
+    def stop(self) -> int | None:
+        """Terminate and reap; returns the exit code (None if never started)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        parts = []
+        for path in (self.stdout_path, self.log_path, self.exception_log_path):
+            if path.exists() and path.stat().st_size:
+                parts.append(f"--- {path}\n{tail(path, lines)}")
+        return "\n".join(parts) or "(faucet wrote no log)"
+
+    # ------------------------------------------------------------- state via Prometheus
+
+    def metrics(self, timeout: float = 2.0) -> list[tuple[str, dict[str, str], float]]:
+        """Faucet's Prometheus samples as ``(name, labels, value)``; [] if unreachable."""
+        url = f"http://127.0.0.1:{self.prometheus_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as resp:
+                text = resp.read().decode(errors="replace")
+        except OSError:
+            return []
+        out = []
+        for line in text.splitlines():
+            m = _METRIC_RE.match(line)
+            if m:
+                with contextlib.suppress(ValueError):
+                    out.append((m.group(1), dict(_LABEL_RE.findall(m.group(2))), float(m.group(3))))
+        return out
+
+    def stack_ports(self) -> dict[tuple[str, int], int]:
+        """``(dp name, port) -> stack state`` (3 = UP) for every stack port Faucet reports."""
+        return {
+            (lab["dp_name"], int(lab["port"])): int(value)
+            for name, lab, value in self.metrics()
+            if name == "port_stack_state" and "dp_name" in lab and "port" in lab
+        }
+
+    def root_hop_ports(self) -> dict[str, int]:
+        """``dp name -> port towards the stack root`` (the tree, as Faucet computed it)."""
+        return {
+            lab["dp_name"]: int(value)
+            for name, lab, value in self.metrics()
+            if name == "dp_root_hop_port" and "dp_name" in lab and value > 0
+        }
+
+    def __enter__(self) -> FaucetProcess:
+        try:
+            self.start()
+        except BaseException:  # e.g. Ctrl-C while waiting: never leave Faucet running
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------- readiness
+
+
+@dataclass
+class FaucetReady:
+    """How long the fabric took to carry every host pair (``stack_seconds``: all stack
+    ports UP, when a :class:`FaucetProcess` was given), and the last pingall."""
+
+    seconds: float
+    stack_seconds: float | None
+    attempts: int
+    pingall: PingAll
+
+
+def expected_stack_ports(graph: nx.MultiGraph) -> int:
+    """Stack port ends Faucet should report: two per switch-to-switch link."""
+    return 2 * int(switch_graph(graph).number_of_edges())
+
+
+def faucet_ready(
+    fnet: FabricNet,
+    timeout: float = 90.0,
+    *,
+    faucet: FaucetProcess | None = None,
+    ping_timeout: float = 1.0,
+) -> FaucetReady:
+    """Wait until every host reaches every other one; raise :class:`FaucetError` if not.
+
+    Faucet brings a stack port UP only after LLDP beacons went both ways (it sends them every
+    few seconds), and learns hosts from their first packets, so a fabric is usable several
+    seconds after the switches connect. With ``faucet`` we first watch its ``port_stack_state``
+    metrics until every stack port is UP (cheap), then repeat pingall until 0 % loss.
+    """
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    stack_seconds = None
+    if faucet is not None:
+        want = expected_stack_ports(fnet.graph)
+        up = 0
+        while True:
+            faucet.check_alive()
+            up = sum(1 for s in faucet.stack_ports().values() if s == STACK_STATE_UP)
+            if up >= want:
+                stack_seconds = time.monotonic() - t0
+                log.info("faucet: %d stack ports up after %.1f s", up, stack_seconds)
+                break
+            if time.monotonic() > deadline:
+                raise FaucetError(
+                    f"only {up} of {want} stack ports UP after {timeout:.0f} s:\n"
+                    + faucet.log_tail()
+                )
+            time.sleep(0.5)
+    attempts = 0
+    while True:
+        attempts += 1
+        result = fnet.pingall(timeout=ping_timeout)
+        if result.loss_pct == 0.0:
+            ready = FaucetReady(time.monotonic() - t0, stack_seconds, attempts, result)
+            log.info(
+                "faucet: all pairs reachable after %.1f s (%d pingalls)", ready.seconds, attempts
+            )
+            return ready
+        if faucet is not None:
+            faucet.check_alive()
+        if time.monotonic() > deadline:
+            raise FaucetError(
+                f"{result.loss_pct:.1f} % pingall loss after {timeout:.0f} s"
+                f" ({attempts} tries); failed pairs {result.failed[:10]}"
+                + (f"\n{faucet.log_tail()}" if faucet is not None else "")
+            )
+        time.sleep(0.5)

@@ -1,0 +1,116 @@
+"""The ``faucet`` baseline: Faucet (from ``.venv-faucet``) runs the fabric Loom runs.
+
+Faucet's own config checker accepts what ``faucet_config`` generates for every kind of
+fabric (and rejects a mis-cabled stack, so it really checks); on a k=4 fat-tree with Faucet
+as controller the stack comes up, every host pair answers and one cross-pod TCP flow runs at
+line rate over the tree. Figures land in the run directory (figures.json).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import networkx as nx
+import pytest
+import yaml
+
+from mininet_scenarios.fabric_net import FabricNet
+from mininet_scenarios.faucet_mode import (
+    FAUCET_BIN,
+    FaucetProcess,
+    check_faucet_config,
+    faucet_config,
+    faucet_ready,
+)
+from mininet_scenarios.traffic import iperf3_flows
+from topologies import dragonfly, fat_tree, leaf_spine
+
+pytestmark = [
+    pytest.mark.emulation,
+    pytest.mark.skipif(
+        not FAUCET_BIN.exists() and not os.environ.get("LOOM_REQUIRE_EMULATION"),
+        reason="no .venv-faucet (make faucet-venv)",
+    ),
+]
+RATE = 10.0
+READY_WITHIN = 60.0  # measured: stack UP 7-9 s after Faucet starts, every pair 10-12 s
+GRAPHS: dict[str, Callable[[], nx.MultiGraph]] = {
+    "fat_tree4": lambda: fat_tree(4),
+    "dragonfly_4_1_1_5": lambda: dragonfly(a=4, p=1, h=1, g=5),
+    "leaf_spine": lambda: leaf_spine(),
+}
+
+
+def record(run_dir: Path, name: str, value: object) -> None:
+    path = run_dir / "figures.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = value
+    path.write_text(json.dumps(data, indent=1))
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_faucets_checker_accepts_the_generated_config(name: str, tmp_path: Path) -> None:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(faucet_config(GRAPHS[name]()))
+    ok, output = check_faucet_config(path)
+    assert ok, output[-3000:]
+
+
+def test_faucets_checker_rejects_a_miscabled_stack(tmp_path: Path) -> None:
+    doc = yaml.safe_load(faucet_config(fat_tree(4)))
+    # c1 port 1 leads to a0_0 port 3; claim a port a0_0 does not have.
+    assert doc["dps"]["c1"]["interfaces"][1]["stack"] == {"dp": "a0_0", "port": 3}
+    doc["dps"]["c1"]["interfaces"][1]["stack"]["port"] = 9
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    ok, output = check_faucet_config(path)
+    assert not ok and "stack port 9" in output, output[-2000:]
+
+
+@pytest.fixture(scope="module")
+def fat(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    """Faucet and a k=4 fat-tree at 10 Mbit/s, up and fully reachable (or the error)."""
+    run_dir = tmp_path_factory.mktemp("faucet-fat-tree")
+    graph = fat_tree(4, rate_mbps=RATE)
+    with (
+        FaucetProcess(graph, run_dir) as faucet,
+        FabricNet(graph, controller=faucet.address, run_dir=run_dir) as fnet,
+    ):
+        started = time.monotonic()
+        assert fnet.wait_connected(30), faucet.log_tail()
+        error = None
+        try:
+            ready = faucet_ready(fnet, READY_WITHIN, faucet=faucet)
+        except Exception as exc:  # reported by the test that needs it, not as a setup error
+            ready, error = None, exc
+        if ready is not None:
+            record(run_dir, "stack_up_seconds", round(ready.stack_seconds or 0.0, 2))
+            record(run_dir, "ready_seconds", round(time.monotonic() - started, 2))
+        yield SimpleNamespace(faucet=faucet, fnet=fnet, ready=ready, error=error, run_dir=run_dir)
+        faucet.check_alive()
+
+
+def test_stack_comes_up_and_pingall_reaches_zero_loss(fat: SimpleNamespace) -> None:
+    assert fat.error is None, str(fat.error)
+    assert fat.ready.pingall.loss_pct == 0.0
+    # The tree Faucet computed is rooted at the core switch c1: every other switch has a
+    # port towards it, and the aggregation switches of c1 use their c1 uplink (port 3).
+    hops = fat.faucet.root_hop_ports()
+    assert set(hops) == set(fat.fnet.switch_names) - {"c1"}
+    assert all(hops[f"a{pod}_0"] == 3 for pod in range(4))
+    again = fat.fnet.pingall(timeout=2.0)
+    assert again.loss_pct == 0.0, again.failed[:10]
+
+
+def test_cross_pod_tcp_flow_reaches_80_percent_of_link_rate(fat: SimpleNamespace) -> None:
+    assert fat.error is None, str(fat.error)
+    run = iperf3_flows(fat.fnet, [("h1", "h16")], seconds=8)
+    (flow,) = run.flows
+    record(fat.run_dir, "cross_pod_mbps", round(flow.mbps, 2))
+    assert flow.error is None, flow.error
+    assert flow.mbps >= 0.8 * RATE, f"{flow.mbps:.2f} Mbit/s of {RATE}"

@@ -1,0 +1,164 @@
+"""Traffic engineering as pure functions: paths, Hedera demands, placement, hysteresis."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from controller.routing import compute_routes
+from controller.te import (
+    Demand,
+    estimate_demands,
+    minimal_paths,
+    path_nodes,
+    place,
+    valiant_choice,
+    valiant_paths,
+)
+from tests.graphs import edge_of, switch_digraph
+from topologies import dragonfly, fat_tree
+from topologies.graph import host_list
+
+FAT = fat_tree(4)
+FAT_D = switch_digraph(FAT)
+HOSTS = host_list(FAT)
+EDGES = sorted({edge_of(FAT, h) for h in HOSTS})
+ROUTES = compute_routes(FAT_D, EDGES)
+CAPACITY = {(u, k): 1.0 for u, _, k in FAT_D.edges(keys=True)}
+
+
+def demands_for(pairs: list[tuple[str, str]], current: dict | None = None) -> list[Demand]:
+    rates = estimate_demands(pairs)
+    out = []
+    for (s, d), rate in zip(pairs, rates, strict=True):
+        cands = tuple(minimal_paths(ROUTES, edge_of(FAT, s), edge_of(FAT, d)))
+        out.append(Demand((s, d), rate, cands, (current or {}).get((s, d))))
+    return out
+
+
+def link_flows(placement_paths: dict) -> Counter:
+    return Counter(link for path in placement_paths.values() for link in path)
+
+
+def permutation(seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    while True:
+        dst = HOSTS[:]
+        rng.shuffle(dst)
+        if all(a != b for a, b in zip(HOSTS, dst, strict=True)):
+            return list(zip(HOSTS, dst, strict=True))
+
+
+def test_minimal_paths_on_fat_tree() -> None:
+    e00, e01, e10 = EDGES[0], EDGES[1], EDGES[2]
+    assert len(minimal_paths(ROUTES, e00, e10)) == 4  # 2 aggregation x 2 core switches
+    assert len(minimal_paths(ROUTES, e00, e01)) == 2
+    assert minimal_paths(ROUTES, e00, e00) == [()]
+    for path in minimal_paths(ROUTES, e00, e10):
+        assert len(path) == 4 and path_nodes(FAT_D, path, e00)[-1] == e10
+
+
+def test_hedera_demands() -> None:
+    # two senders to one receiver: each gets half; a sender with two flows splits its link
+    assert estimate_demands([("a", "x"), ("b", "x")]) == [0.5, 0.5]
+    assert estimate_demands([("a", "x"), ("a", "y")]) == [0.5, 0.5]
+    # a receiver-limited flow frees its sender's capacity for the sender's other flow
+    d = estimate_demands([("a", "x"), ("b", "x"), ("c", "x"), ("a", "y")])
+    assert d[0] == pytest.approx(1 / 3) and d[3] == pytest.approx(2 / 3)
+    assert estimate_demands([]) == []
+
+
+@pytest.mark.parametrize("stride", [1, 2, 4, 8])
+def test_strides_get_a_plan_with_no_shared_link(stride: int) -> None:
+    pairs = [(h, HOSTS[(i + stride) % 16]) for i, h in enumerate(HOSTS)]
+    plan = place(demands_for(pairs), CAPACITY)
+    assert plan.max_utilization <= 1.0
+    assert max(link_flows(plan.paths).values()) == 1
+
+
+def test_every_sampled_permutation_gets_a_plan_with_no_shared_link() -> None:
+    for seed in range(300):
+        plan = place(demands_for(permutation(seed)), CAPACITY)
+        flows = link_flows(plan.paths)
+        assert max(flows.values()) == 1, f"seed {seed}: {flows.most_common(2)}"
+
+
+def test_plan_is_deterministic() -> None:
+    pairs = permutation(7)
+    assert place(demands_for(pairs), CAPACITY).paths == place(demands_for(pairs), CAPACITY).paths
+
+
+def test_hysteresis_holds_a_plan_under_small_load_changes() -> None:
+    pairs = permutation(3)
+    first = place(demands_for(pairs), CAPACITY)
+    rng = random.Random(1)
+    for _ in range(20):
+        background = {link: rng.uniform(0.0, 0.04) for link in CAPACITY}
+        again = place(demands_for(pairs, first.paths), CAPACITY, background)
+        assert again.paths == first.paths and again.moved == ()
+
+
+def test_a_collision_is_resolved_by_moving_one_flow() -> None:
+    pairs = [("h1", "h5"), ("h3", "h7")]
+    both = minimal_paths(ROUTES, edge_of(FAT, "h1"), edge_of(FAT, "h5"))[0]
+    # force both onto the same aggregation/core links (they share the a0_0 -> c1 uplink)
+    others = minimal_paths(ROUTES, edge_of(FAT, "h3"), edge_of(FAT, "h7"))
+    same = next(p for p in others if p[1] == both[1])
+    plan = place(demands_for(pairs, {("h1", "h5"): both, ("h3", "h7"): same}), CAPACITY)
+    assert max(link_flows(plan.paths).values()) == 1
+    assert len(plan.moved) == 1
+
+
+def test_flows_that_may_not_move_stay() -> None:
+    pairs = [("h1", "h5"), ("h3", "h7")]
+    p1 = minimal_paths(ROUTES, edge_of(FAT, "h1"), edge_of(FAT, "h5"))[0]
+    others = minimal_paths(ROUTES, edge_of(FAT, "h3"), edge_of(FAT, "h7"))
+    p2 = next(p for p in others if p[1] == p1[1])
+    ds = demands_for(pairs, {("h1", "h5"): p1, ("h3", "h7"): p2})
+    frozen = [Demand(d.key, d.rate, d.candidates, d.current, movable=False) for d in ds]
+    assert place(frozen, CAPACITY).paths == {("h1", "h5"): p1, ("h3", "h7"): p2}
+
+
+def test_dragonfly_valiant_paths_leave_through_every_other_group() -> None:
+    g = dragonfly(a=4, p=1, h=1, g=5)
+    d = switch_digraph(g)
+    routes = compute_routes(d, sorted(d.nodes))
+    assert routes.groups is not None
+    src = next(n for n in d.nodes if routes.groups[n] == 0)
+    dst = next(n for n in d.nodes if routes.groups[n] == 1)
+    paths = valiant_paths(routes, src, dst)
+    via = set()
+    for path in paths:
+        nodes = path_nodes(d, path, src)
+        assert nodes[-1] == dst and len(set(nodes)) == len(nodes)
+        via |= {routes.groups[n] for n in nodes} - {0, 1}
+    assert via == {2, 3, 4}
+    assert valiant_choice(("a", 1), paths) == valiant_choice(("a", 1), paths)
+
+
+def test_adaptive_choice_beats_minimal_on_adversarial_dragonfly_traffic() -> None:
+    g = dragonfly(a=4, p=1, h=1, g=5)
+    d = switch_digraph(g)
+    hosts = host_list(g)
+    routes = compute_routes(d, sorted(d.nodes))
+    cap = {(u, k): 1.0 for u, _, k in d.edges(keys=True)}
+    group = {h: g.nodes[h]["group"] for h in hosts}
+    pairs = [(h, hosts[(hosts.index(h) + 4) % 20]) for h in hosts]  # group i -> group i+1
+    assert all(group[b] == (group[a] + 1) % 5 for a, b in pairs)
+
+    def demands(with_valiant: bool) -> list[Demand]:
+        out = []
+        for s, t in pairs:
+            src, dst = edge_of(g, s), edge_of(g, t)
+            cands = minimal_paths(routes, src, dst)
+            cands += valiant_paths(routes, src, dst) if with_valiant else []
+            out.append(Demand((s, t), 1.0, tuple(cands)))
+        return out
+
+    minimal = place(demands(False), cap)
+    adaptive = place(demands(True), cap)
+    assert minimal.max_utilization == 4.0  # four flows share the one global link
+    # 20 flows need >= 5*1 + 15*2 = 35 global hops on 20 directed global links: 2 is optimal
+    assert adaptive.max_utilization == 2.0
