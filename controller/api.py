@@ -1,63 +1,137 @@
 """Loom's REST API as pure request handling: (method, path, query, body) -> (status, JSON).
 
 The Ryu WSGI glue in ``controller/ofp/rest.py`` only forwards requests here, so the
-API is tested without a web server and keeps working under os-ken.
+API is tested without a web server. Changes go through the same core as switch events:
+a handler returns the OpenFlow messages to send along with its response. When a token
+is configured, every call that changes something must carry ``Authorization: Bearer``.
+
+Routes (all under /loom/v1):
+  GET health · GET topology · GET routes?mac=MAC
+  GET jobs · POST jobs · GET jobs/NAME · DELETE jobs/NAME
 """
 
 from __future__ import annotations
 
+import hmac
+import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from controller.collectives import JobError, describe, parse_job
 from controller.fabric import Fabric
+from controller.model import Messages
 
-Response = tuple[int, Any]
-Handler = Callable[[Mapping[str, str], bytes], Response]
+Clock = Callable[[], float]
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any
+    messages: Messages = field(default_factory=dict)
+
+
+def error(status: int, message: str, **extra: Any) -> Response:
+    return Response(status, {"error": message, **extra})
 
 
 class LoomApi:
-    """Routes: GET /loom/v1/health, /loom/v1/topology, /loom/v1/routes?mac=MAC."""
-
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Fabric, clock: Clock, token: str | None = None) -> None:
         self.fabric = fabric
-        self.routes: dict[tuple[str, str], Handler] = {
-            ("GET", "health"): self.health,
-            ("GET", "topology"): self.topology,
-            ("GET", "routes"): self.host_routes,
-        }
+        self.clock = clock
+        self.token = token
 
     def handle(
-        self, method: str, path: str, query: Mapping[str, str], body: bytes = b""
+        self, method: str, path: str, query: Mapping[str, str], body: bytes = b"", auth: str = ""
     ) -> Response:
         parts = [p for p in path.strip("/").split("/") if p]
-        if parts[:2] != ["loom", "v1"] or len(parts) != 3:
-            return 404, {"error": f"no such resource: {path}"}
-        handler = self.routes.get((method.upper(), parts[2]))
-        if handler is None:
-            allowed = sorted(m for m, name in self.routes if name == parts[2])
-            if allowed:
-                return 405, {"error": f"{method} not allowed on {path}; use {', '.join(allowed)}"}
-            return 404, {"error": f"no such resource: {path}"}
-        return handler(query, body)
-
-    def health(self, query: Mapping[str, str], body: bytes) -> Response:
-        topo = self.fabric.topo
-        return 200, {
-            "switches": len(topo.switches),
-            "links": len(topo.links),
-            "hosts": len(topo.hosts),
+        if parts[:2] != ["loom", "v1"] or not 3 <= len(parts) <= 4:
+            return error(404, f"no such resource: {path}")
+        method = method.upper()
+        if method != "GET" and self.token and not hmac.compare_digest(auth, f"Bearer {self.token}"):
+            return error(401, "this call changes the fabric: send 'Authorization: Bearer <token>'")
+        resource, item = parts[2], (parts[3] if len(parts) == 4 else None)
+        route = {
+            ("GET", "health", False): lambda: self.health(),
+            ("GET", "topology", False): lambda: self.topology(),
+            ("GET", "routes", False): lambda: self.host_routes(query),
+            ("GET", "jobs", False): lambda: self.list_jobs(),
+            ("POST", "jobs", False): lambda: self.create_job(body),
+            ("GET", "jobs", True): lambda: self.show_job(str(item)),
+            ("DELETE", "jobs", True): lambda: self.delete_job(str(item)),
         }
+        handler = route.get((method, resource, item is not None))
+        if handler is None:
+            allowed = sorted({m for m, r, i in route if r == resource and i == (item is not None)})
+            if allowed:
+                return error(405, f"{method} not allowed on {path}; use {', '.join(allowed)}")
+            return error(404, f"no such resource: {path}")
+        return handler()
 
-    def topology(self, query: Mapping[str, str], body: bytes) -> Response:
-        return 200, self.fabric.describe()
+    # -- fabric -------------------------------------------------------------------
+    def health(self) -> Response:
+        t = self.fabric.topo
+        return Response(
+            200,
+            {
+                "switches": len(t.switches),
+                "links": len(t.links),
+                "hosts": len(t.hosts),
+                "jobs": len(self.fabric.jobs),
+                "elephants": len(self.fabric.te.flows.elephants()),
+            },
+        )
 
-    def host_routes(self, query: Mapping[str, str], body: bytes) -> Response:
+    def topology(self) -> Response:
+        return Response(200, self.fabric.describe())
+
+    def host_routes(self, query: Mapping[str, str]) -> Response:
         mac = query.get("mac", "").lower()
         host = self.fabric.topo.hosts.get(mac)
         if host is None:
-            return 404, {"error": f"unknown host MAC {mac!r}; expected a learned host's MAC"}
+            return error(404, f"unknown host MAC {mac!r}; expected a learned host's MAC")
         hops = self.fabric.routes.ports.get(host.dpid, {})
-        return 200, {
-            "host": {"mac": host.mac, "ip": host.ip, "dpid": host.dpid, "port": host.port},
-            "next_hops": {str(dpid): list(ports) for dpid, ports in sorted(hops.items())},
-        }
+        return Response(
+            200,
+            {
+                "host": {"mac": host.mac, "ip": host.ip, "dpid": host.dpid, "port": host.port},
+                "next_hops": {str(dpid): list(ports) for dpid, ports in sorted(hops.items())},
+            },
+        )
+
+    # -- jobs -----------------------------------------------------------------------
+    def _describe(self, name: str) -> dict[str, Any]:
+        f = self.fabric
+        return describe(
+            f.jobs[name],
+            f.topo,
+            lambda d: f.topo.switches[d].name if d in f.topo.switches else str(d),
+        )
+
+    def list_jobs(self) -> Response:
+        return Response(200, {"jobs": [self._describe(n) for n in sorted(self.fabric.jobs)]})
+
+    def show_job(self, name: str) -> Response:
+        if name not in self.fabric.jobs:
+            return error(404, f"no job named {name!r}")
+        return Response(200, self._describe(name))
+
+    def create_job(self, body: bytes) -> Response:
+        try:
+            data = json.loads(body or b"null")
+        except ValueError as exc:
+            return error(400, f"body: not JSON ({exc})", field="body")
+        try:
+            spec = parse_job(data)
+            messages = self.fabric.create_job(self.clock(), spec)
+        except JobError as exc:
+            return error(409 if exc.conflict else 400, str(exc), field=exc.field)
+        return Response(201, self._describe(spec.name), messages)
+
+    def delete_job(self, name: str) -> Response:
+        try:
+            messages = self.fabric.delete_job(name)
+        except JobError as exc:
+            return error(404, str(exc), field=exc.field)
+        return Response(200, {"deleted": name}, messages)

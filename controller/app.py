@@ -47,7 +47,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.fabric = Fabric(self.settings.fabric, timer=time.perf_counter)
         self.metrics = LoomMetrics(self.fabric)
         self.datapaths: dict[int, Any] = {}
-        register_rest(kwargs, self)
+        register_rest(kwargs, self, self.settings.api_token)
         self._serve_metrics()
         self._ticker = hub.spawn(self._tick_loop)
 
@@ -77,37 +77,37 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             self.datapaths[dpid] = dp
             ports = [decode.port_desc(p) for p in dp.ports.values()]
             self.logger.info("switch %016x connected with %d ports", dpid, len(ports))
-            self._send(self.fabric.switch_up(time.monotonic(), dpid, ports))
+            self.send(self.fabric.switch_up(time.monotonic(), dpid, ports))
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dpid) is dp:
             del self.datapaths[dpid]
             self.logger.info("switch %016x disconnected", dpid)
-            self._send(self.fabric.switch_down(time.monotonic(), dpid))
+            self.send(self.fabric.switch_down(time.monotonic(), dpid))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
         msg = ev.msg
         desc, deleted = decode.port_desc(msg.desc), decode.port_status_deleted(msg)
-        self._send(self.fabric.port_status(time.monotonic(), msg.datapath.id, desc, deleted))
+        self.send(self.fabric.port_status(time.monotonic(), msg.datapath.id, desc, deleted))
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
         pkt = decode.packet_in(ev.msg.datapath.id, ev.msg)
-        self._send(self.fabric.packet_in(time.monotonic(), pkt))
+        self.send(self.fabric.packet_in(time.monotonic(), pkt))
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _port_stats(self, ev: Any) -> None:
         stats = decode.port_stats(ev.msg.body)
-        self._send(self.fabric.port_stats(time.monotonic(), ev.msg.datapath.id, stats))
+        self.send(self.fabric.port_stats(time.monotonic(), ev.msg.datapath.id, stats))
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev: Any) -> None:
         stats = decode.flow_stats(ev.msg.body)
-        self._send(self.fabric.flow_stats(time.monotonic(), ev.msg.datapath.id, stats))
+        self.send(self.fabric.flow_stats(time.monotonic(), ev.msg.datapath.id, stats))
 
     @set_ev_cls(ofp_event.EventOFPGroupStatsReply, MAIN_DISPATCHER)
     def _group_stats(self, ev: Any) -> None:
         stats = decode.group_stats(ev.msg.body)
-        self._send(self.fabric.group_stats(time.monotonic(), ev.msg.datapath.id, stats))
+        self.send(self.fabric.group_stats(time.monotonic(), ev.msg.datapath.id, stats))
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def _error(self, ev: Any) -> None:
@@ -121,12 +121,12 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         while True:
             hub.sleep(TICK_SECONDS)
             try:
-                self._send(self.fabric.tick(time.monotonic()))
+                self.send(self.fabric.tick(time.monotonic()))
             except Exception:  # keep the loop alive; the error is logged with its trace
                 self.logger.exception("tick failed")
 
     # -- core -> switches -------------------------------------------------------
-    def _send(self, messages: Messages) -> None:
+    def send(self, messages: Messages) -> None:
         """Rules first on every switch, then packets, so a packet never beats its route."""
         self.metrics.observe(self.fabric.drain_timings())
         for want_packets in (False, True):

@@ -99,6 +99,14 @@ class ArpService:
             self.last_probe[arp.tpa] = now
             self._probe(topo, arp.tpa, exclude=(dpid, port), out=out)
 
+    def probe(self, now: float, topo: Topology, ip: str) -> Messages:
+        """Ask every edge port who has ``ip`` (a job named a host not heard from yet)."""
+        out: Messages = {}
+        if now - self.last_probe.get(ip, -1e9) >= self.probe_interval:
+            self.last_probe[ip] = now
+            self._probe(topo, ip, exclude=(-1, -1), out=out)
+        return out
+
     def _probe(self, topo: Topology, ip: str, exclude: tuple[int, int], out: Messages) -> None:
         frame = ArpFrame(
             ARP_REQUEST, CONTROLLER_MAC, BROADCAST, CONTROLLER_MAC, ZERO_IP, ZERO_MAC, ip

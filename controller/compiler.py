@@ -38,6 +38,7 @@ from controller.model import (
     Table,
     make_cookie,
 )
+from controller.qos import qos_rules
 from controller.routing import Routes, transit_port
 from controller.te import Path
 from controller.topology import Host
@@ -67,7 +68,9 @@ def group_id_for(dpid: int) -> int:
 # ---------------------------------------------------------------------------
 
 
-def base_plan(dpid: int, fabric_ports: Iterable[int], catch_flows: bool = False) -> SwitchRules:
+def base_plan(
+    dpid: int, fabric_ports: Iterable[int], catch_flows: bool = False, qos: bool = False
+) -> SwitchRules:
     """The fixed pipeline: discovery to the controller, port classes, table chaining;
     with ``catch_flows``, a copy of each untracked TCP/UDP flow's packets from a host goes
     to the controller (128 bytes) while the packet goes on (see ``controller.flows``)."""
@@ -86,7 +89,7 @@ def base_plan(dpid: int, fabric_ports: Iterable[int], catch_flows: bool = False)
                 Table.CLASSIFY,
                 PRIO_FABRIC_PORT,
                 Match.of(in_port=port),
-                goto=Table.PIN,
+                goto=Table.QOS,
                 write_metadata=(META_FROM_FABRIC, META_FROM_FABRIC),
                 cookie=cookie,
             )
@@ -100,6 +103,7 @@ def base_plan(dpid: int, fabric_ports: Iterable[int], catch_flows: bool = False)
     for table, goto in chain:
         rules.add_flow(FlowRule(table, PRIO_MISS, Match(), goto=goto, cookie=cookie))
     rules.add_flow(FlowRule(Table.ROUTE, PRIO_MISS, Match(), to_ctl, cookie=cookie))
+    rules.flows.update(qos_rules(cookie, qos).flows)
     if catch_flows:
         copy = (Output(OFPP_CONTROLLER, CATCH_BYTES),)
         catch_cookie = make_cookie(CookieKind.CATCH, dpid)

@@ -74,6 +74,7 @@ class TrafficEngineer:
         self.last_max_utilization = 0.0
         self.timer = timer  # measures planning time for metrics; never decides anything
         self.timings: list[tuple[str, float]] = []
+        self._residual: dict[PortRef, float] = {}
         self._next_run = 0.0
 
     # -- events ---------------------------------------------------------------
@@ -149,7 +150,7 @@ class TrafficEngineer:
         demands = self._demands(now, elephants, topo, routes, capacity)
         links = {(u, k) for u, _, k in routes.graph.edges(keys=True)}
         cap = {link: capacity(link) for link in links}
-        background = self._background(links, telemetry)
+        background = self._background(links, telemetry, elephants, routes, topo)
         placement = place(demands, cap, background, margin=self.config.margin)
         self.last_max_utilization = placement.max_utilization
         for flow in elephants:
@@ -199,14 +200,33 @@ class TrafficEngineer:
             return [valiant_choice(flow.key, valiant)] if valiant else minimal
         return minimal + valiant
 
-    def _background(self, links: set[PortRef], telemetry: Telemetry) -> dict[PortRef, float]:
-        """Measured load that is not a pinned elephant's: mice, unpinned flows, others."""
+    def _background(
+        self,
+        links: set[PortRef],
+        telemetry: Telemetry,
+        elephants: list[TrackedFlow],
+        routes: Routes,
+        topo: Topology,
+    ) -> dict[PortRef, float]:
+        """Load the elephants do not explain (mice, untracked traffic), in bits/s.
+
+        A pinned elephant's rate is taken off its path; an unpinned one's is spread over
+        its equal-cost paths, as hashing spreads it on average. What remains is filtered
+        by the previous round's value (the smaller wins), so load that only lags behind
+        a move for a poll or two does not read as congestion.
+        """
         load = {link: telemetry.tx_bps(link) for link in links}
-        for key, path in self.paths.items():
-            rate = self.flows.flows[key].rate_bps if key in self.flows.flows else 0.0
-            for link in path:
-                load[link] = load.get(link, 0.0) - rate
-        return {link: max(0.0, v) for link, v in load.items()}
+        for flow in elephants:
+            pinned = self.paths.get(flow.key)
+            dst = topo.hosts[flow.dst_mac].dpid
+            paths = [pinned] if pinned is not None else minimal_paths(routes, flow.ingress, dst, 64)
+            for path in paths:
+                for link in path:
+                    load[link] = load.get(link, 0.0) - flow.rate_bps / len(paths)
+        residual = {link: max(0.0, v) for link, v in load.items()}
+        filtered = {link: min(v, self._residual.get(link, v)) for link, v in residual.items()}
+        self._residual = residual
+        return filtered
 
     def _stage(self, key: FlowKey, old: Plan, new: Plan, now: float) -> Plan:
         """Transit pins of the new path first, the old ingress rule kept until ``due``."""

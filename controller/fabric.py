@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.arp import ArpService
+from controller.collectives import JobError, JobSpec, JobState, job_plan, place_job
 from controller.compiler import Owner, Plan, RuleStore, base_plan, destination_plan
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.model import (
-    COOKIE_KIND_MASK,
+    COOKIE_BASE,
+    COOKIE_MARK_MASK,
     MAX_PHYSICAL_PORT,
     OFPP_CONTROLLER,
     OFPP_TABLE,
@@ -41,7 +43,6 @@ from controller.model import (
     StatsRequest,
     Table,
     cookie_kind,
-    make_cookie,
     merge,
 )
 from controller.routing import add_destination, compute_routes, empty_routes
@@ -62,6 +63,7 @@ class FabricConfig:
     arp_wait_timeout: float = 3.0
     poll_interval: float = 0.5
     link_capacity_mbps: float | None = None  # overrides what ports report (emulated links)
+    qos: bool = True  # DSCP classes and queues (off: jobs are placed but not prioritised)
     te: TeConfig = field(default_factory=TeConfig)
 
 
@@ -80,6 +82,8 @@ class Fabric:
         self.routes = empty_routes()
         self.telemetry = Telemetry()
         self.te = TrafficEngineer(self.config.te, self.timer)
+        self.jobs: dict[str, JobState] = {}
+        self._job_order = 0
         self.events: Counter[str] = Counter()
         self._dirty = False
         self._next_lldp = 0.0
@@ -150,6 +154,12 @@ class Fabric:
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
         self.te.counted(now, dpid, stats, self.capacity)
+        by_ident = {job.spec.ident: job for job in self.jobs.values()}
+        for s in stats:
+            if cookie_kind(s.cookie) is CookieKind.JOB and s.match.get("in_port") is not None:
+                job = by_ident.get(s.cookie & 0xFFFF_FFFF)
+                if job is not None:
+                    job.bytes_by_rule[(dpid, s.match)] = s.bytes
         return {}
 
     def group_stats(self, now: float, dpid: int, stats: list[GroupStats]) -> Messages:
@@ -199,10 +209,9 @@ class Fabric:
         return out
 
     def _poll(self) -> Messages:
-        """Counters from every switch: ports and groups always, tracked flows with TE."""
-        flows = StatsRequest(
-            StatsKind.FLOW, Table.PIN, make_cookie(CookieKind.FLOW), COOKIE_KIND_MASK
-        )
+        """Counters from every switch: ports and groups always; the PIN table's Loom
+        rules (tracked flows, jobs) where flows or jobs enter."""
+        flows = StatsRequest(StatsKind.FLOW, Table.PIN, COOKIE_BASE, COOKIE_MARK_MASK)
         ingresses = {f.ingress for f in self.te.flows.flows.values()}
         out: Messages = {}
         for dpid in sorted(self.topo.switches):
@@ -215,7 +224,8 @@ class Fabric:
     # -- planning -------------------------------------------------------------
     def _base_plan(self, dpid: int) -> Plan:
         fabric_ports = [p for d, p in self.topo.fabric_ports if d == dpid]
-        return {dpid: base_plan(dpid, fabric_ports, catch_flows=self.config.te.enabled)}
+        catch = self.config.te.enabled
+        return {dpid: base_plan(dpid, fabric_ports, catch_flows=catch, qos=self.config.qos)}
 
     def _replan_base(self, dpid: int) -> Messages:
         return self._commit({("base", dpid): self._base_plan(dpid)})
@@ -263,6 +273,7 @@ class Fabric:
         }
         plans.update((("dest", d), self._dest_plan(d)) for d in dests)
         plans.update(self.te.replan_all(self.topo, self.routes))
+        plans.update(self._job_plans(list(self.jobs)))
         self.timings.append(("routes", self.timer() - started))
         for owner in (
             self.store.owners("base") + self.store.owners("dest") + self.store.owners("flow")
@@ -280,7 +291,54 @@ class Fabric:
         left = self._planned_at.get(mac)
         if left is not None and left != host.dpid:
             plans[("dest", left)] = self._dest_plan(left) if self.topo.hosts_at(left) else {}
+        waiting = [
+            n
+            for n, j in self.jobs.items()
+            if host.ip in j.missing or (host.ip in j.spec.hosts and left)
+        ]
+        plans.update(self._job_plans(waiting))
         return self._commit(plans)
+
+    # -- jobs -------------------------------------------------------------------
+    def create_job(self, now: float, spec: JobSpec) -> Messages:
+        """Register a collective job: place and install its paths before its first byte."""
+        if spec.name in self.jobs:
+            raise JobError("name", f"a job named {spec.name!r} exists; delete it first", True)
+        mine = {pair for pair, _ in spec.pairs()}
+        for other in self.jobs.values():
+            shared = sorted(mine & {pair for pair, _ in other.spec.pairs()})
+            if shared:
+                raise JobError(
+                    "hosts",
+                    f"{shared[0][0]} -> {shared[0][1]} already belongs to job {other.spec.name!r}",
+                    True,
+                )
+        self._job_order += 1
+        self.jobs[spec.name] = JobState(spec, self._job_order)
+        out = self._commit(self._job_plans([spec.name]))
+        for ip in self.jobs[spec.name].missing:
+            merge(out, self.arp.probe(now, self.topo, ip))
+        return out
+
+    def delete_job(self, name: str) -> Messages:
+        if self.jobs.pop(name, None) is None:
+            raise JobError("name", f"no job named {name!r}")
+        return self.store.remove(("job", name))
+
+    def _job_plans(self, names: list[str]) -> dict[Owner, Plan]:
+        """(Re)place the named jobs in creation order, each seeing the load of the jobs
+        placed before it, and build their rules."""
+        load: dict[tuple[int, int], float] = {}
+        plans: dict[Owner, Plan] = {}
+        for job in sorted(self.jobs.values(), key=lambda j: j.order):
+            if job.spec.name in names:
+                place_job(job, self.topo, self.routes, self.capacity, load)
+                plans[("job", job.spec.name)] = job_plan(
+                    job, self.topo, self.routes, self.config.qos
+                )
+            for link, rate in job.link_load().items():
+                load[link] = load.get(link, 0.0) + rate
+        return plans
 
     def _lldp_for(self, dpid: int, ports: list[int]) -> Messages:
         msgs = [

@@ -88,6 +88,20 @@ METRICS = [
     MetricDoc(
         "loom_packet_in_total", "counter", ("kind",), "Packets the switches sent the controller."
     ),
+    MetricDoc("loom_jobs", "gauge", ("status",), "Registered collective jobs, active or waiting."),
+    MetricDoc(
+        "loom_job_bytes_total",
+        "counter",
+        ("job", "tenant"),
+        "Bytes a job's senders put into the fabric (its ingress rules' counters).",
+    ),
+    MetricDoc("loom_tenant_bytes_total", "counter", ("tenant",), "Bytes of all jobs of a tenant."),
+    MetricDoc(
+        "loom_job_link_pairs",
+        "gauge",
+        ("job", *LINK),
+        "Sender-receiver pairs of a job placed on a directed link: which jobs load a link.",
+    ),
     MetricDoc(
         "loom_path_computation_seconds",
         "histogram",
@@ -124,6 +138,7 @@ class FabricCollector(Collector):
         yield from self._ports()
         yield from self._groups()
         yield from self._flows()
+        yield from self._jobs()
         events = self._family("loom_packet_in_total")
         per_kind: dict[str, float] = {}
         for event, kind in PACKET_IN_KINDS.items():
@@ -217,6 +232,39 @@ class FabricCollector(Collector):
         peak = self._family("loom_te_max_link_utilization_ratio")
         peak.add_metric([], te.last_max_utilization)
         yield from (tracked, elephants, rates, reroutes, peak)
+
+    def _jobs(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        f = self.fabric
+        count, per_job = self._family("loom_jobs"), self._family("loom_job_bytes_total")
+        per_tenant, on_link = (
+            self._family("loom_tenant_bytes_total"),
+            self._family("loom_job_link_pairs"),
+        )
+        jobs = sorted(f.jobs.values(), key=lambda j: j.spec.name)
+        active = sum(1 for j in jobs if j.placed)
+        count.add_metric(["active"], active)
+        count.add_metric(["waiting"], len(jobs) - active)
+        tenants: dict[str, int] = {}
+        for job in jobs:
+            per_job.add_metric([job.spec.name, job.spec.tenant], job.bytes)
+            tenants[job.spec.tenant] = tenants.get(job.spec.tenant, 0) + job.bytes
+            pairs: dict[tuple[int, int], int] = {}
+            for path in job.paths.values():
+                for hop in path:
+                    pairs[hop] = pairs.get(hop, 0) + 1
+            for src, n in sorted(pairs.items()):
+                seen = f.topo.links.get(src)
+                if seen is not None:
+                    labels = [
+                        self._name(src[0]),
+                        str(src[1]),
+                        self._name(seen.dst[0]),
+                        str(seen.dst[1]),
+                    ]
+                    on_link.add_metric([job.spec.name, *labels], n)
+        for tenant, total in sorted(tenants.items()):
+            per_tenant.add_metric([tenant], total)
+        yield from (count, per_job, per_tenant, on_link)
 
 
 class LoomMetrics:

@@ -12,6 +12,8 @@
 | LOOM_PATH_POLICY | adaptive | dragonflies: adaptive (UGAL-like), minimal or valiant |
 | LOOM_METRICS_PORT | 9108 | Prometheus endpoint port (0: off) |
 | LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
+| LOOM_QOS | on | DSCP traffic classes and queues (off: jobs placed, not prioritised) |
+| LOOM_API_TOKEN | (none) | when set, REST calls that change anything need this bearer token |
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ class Settings:
     fabric: FabricConfig
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9108
+    api_token: str | None = None
 
     @staticmethod
     def from_env(env: Mapping[str, str] = os.environ) -> Settings:
@@ -109,10 +112,12 @@ class Settings:
             link_capacity_mbps=_get(
                 env, "LOOM_LINK_CAPACITY_MBPS", _positive, d.link_capacity_mbps, "Mbit/s > 0"
             ),
+            qos=_get(env, "LOOM_QOS", _switch, d.qos, "on or off"),
             te=te,
         )
         return Settings(
             fabric,
             metrics_host=env.get("LOOM_METRICS_HOST") or "127.0.0.1",
             metrics_port=_get(env, "LOOM_METRICS_PORT", _port, 9108, "a TCP port 0-65535"),
+            api_token=env.get("LOOM_API_TOKEN") or None,
         )

@@ -17,6 +17,7 @@ import networkx as nx
 from controller.engineer import TeConfig
 from controller.fabric import Fabric, FabricConfig
 from controller.model import (
+    OFPP_LOCAL,
     ArpFrame,
     EthFrame,
     FlowStats,
@@ -178,6 +179,7 @@ class LoomSim:
         for sw in switches(self.graph):
             dpid = self.graph.nodes[sw]["dpid"]
             ports = [PortDesc(e.port, name=f"{sw}-eth{e.port}") for e in link_ends(self.graph, sw)]
+            ports.append(PortDesc(OFPP_LOCAL, name=sw))  # as Open vSwitch reports its bridge
             self.apply(self.core.switch_up(self.now, dpid, ports))
 
     def advance(self, seconds: float, step: float = 0.1) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from controller.api import LoomApi
@@ -18,12 +19,14 @@ else:  # pragma: no cover - os-ken ships no WSGI: the API is off there
     ControllerBase, WSGIApplication = object, None
 
 API_INSTANCE = "loom_api"
+APP_INSTANCE = "loom_app"
 
 
 class LoomRestController(ControllerBase):  # type: ignore[misc]
     def __init__(self, req: Any, link: Any, data: dict[str, Any], **config: Any) -> None:
         super().__init__(req, link, data, **config)
         self.api: LoomApi = data[API_INSTANCE]
+        self.app: Any = data[APP_INSTANCE]
 
     @staticmethod
     def contexts() -> dict[str, Any]:
@@ -33,17 +36,18 @@ class LoomRestController(ControllerBase):  # type: ignore[misc]
 
         @route("loom", "/loom/{path:.*}", methods=["GET", "POST", "PUT", "DELETE"])
         def dispatch(self, req: Any, **kwargs: Any) -> Any:
-            status, body = self.api.handle(req.method, req.path, dict(req.GET), req.body or b"")
+            auth = req.headers.get("Authorization", "")
+            res = self.api.handle(req.method, req.path, dict(req.GET), req.body or b"", auth)
+            self.app.send(res.messages)
+            body = json.dumps(res.body, indent=1, sort_keys=True).encode()
             return Response(
-                status=status,
-                content_type="application/json",
-                charset="utf-8",
-                body=json.dumps(body, indent=1, sort_keys=True).encode(),
+                status=res.status, content_type="application/json", charset="utf-8", body=body
             )
 
 
-def register_rest(kwargs: dict[str, Any], app: Any) -> None:
+def register_rest(kwargs: dict[str, Any], app: Any, token: str | None) -> None:
     """Mount the API on Ryu's WSGI server (listening where --wsapi-host/port say)."""
     wsgi = kwargs.get("wsgi")
     if wsgi is not None:
-        wsgi.register(LoomRestController, {API_INSTANCE: LoomApi(app.fabric)})
+        api = LoomApi(app.fabric, time.monotonic, token)
+        wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})

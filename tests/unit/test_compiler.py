@@ -106,7 +106,7 @@ def test_base_plan_sends_discovery_to_controller_and_marks_fabric_ports() -> Non
     classify = [r for r in plan.flows.values() if r.table == Table.CLASSIFY]
     fabric = [r for r in classify if r.match.get("in_port") is not None]
     assert sorted(r.match.get("in_port") for r in fabric) == [3, 4]  # type: ignore[type-var]
-    assert all(r.goto == Table.PIN and r.write_metadata == (META_FROM_FABRIC,) * 2 for r in fabric)
+    assert all(r.goto == Table.QOS and r.write_metadata == (META_FROM_FABRIC,) * 2 for r in fabric)
     lldp = next(r for r in classify if r.match.get("eth_type") == 0x88CC)
     assert lldp.priority > max(r.priority for r in fabric)
     misses = {r.table: r for r in plan.flows.values() if r.match == Match()}

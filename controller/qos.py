@@ -1,0 +1,70 @@
+"""Traffic classes: DSCP marks set at the ingress edge, queues at every hop.
+
+Hosts are not trusted to mark their own traffic: at edge ports the QOS table rewrites
+DSCP to the bulk class, and only Loom's job rules (PIN table) mark a collective's
+packets. At every switch, fabric traffic carrying a class's DSCP is sent to that
+class's queue (``set_queue``), for switches with real per-queue schedulers; software
+fabrics schedule on the DSCP itself (the emulation's HTB trees filter on it), which is
+also how RoCE AI fabrics classify traffic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.model import (
+    ETH_TYPE_IPV4,
+    META_FROM_FABRIC,
+    FlowRule,
+    Match,
+    SetField,
+    SetQueue,
+    SwitchRules,
+    Table,
+)
+
+
+@dataclass(frozen=True)
+class TrafficClass:
+    name: str
+    dscp: int
+    queue: int
+    share: float  # guaranteed share of a link; idle classes lend to busy ones
+
+
+COLLECTIVE = TrafficClass("collective", 26, 1, 0.80)  # AF31, as RoCE data commonly uses
+CONTROL = TrafficClass("control", 48, 2, 0.05)  # CS6
+BULK = TrafficClass("bulk", 0, 0, 0.15)  # best effort: everything unmarked
+CLASSES = {c.name: c for c in (COLLECTIVE, CONTROL, BULK)}
+
+PRIO_QUEUE = 200
+PRIO_REMARK = 100
+
+
+def qos_rules(cookie: int, enabled: bool) -> SwitchRules:
+    """The QOS table of every switch (its miss entry, to PIN, is in the base plan)."""
+    rules = SwitchRules()
+    if not enabled:
+        return rules
+    for tc in (COLLECTIVE, CONTROL):
+        match = Match.of(
+            metadata=(META_FROM_FABRIC, META_FROM_FABRIC), eth_type=ETH_TYPE_IPV4, ip_dscp=tc.dscp
+        )
+        rules.add_flow(
+            FlowRule(
+                Table.QOS, PRIO_QUEUE, match, (SetQueue(tc.queue),), goto=Table.PIN, cookie=cookie
+            )
+        )
+    from_host = Match.of(metadata=(0, META_FROM_FABRIC), eth_type=ETH_TYPE_IPV4)
+    remark = (SetField("ip_dscp", BULK.dscp),)
+    rules.add_flow(
+        FlowRule(Table.QOS, PRIO_REMARK, from_host, remark, goto=Table.PIN, cookie=cookie)
+    )
+    return rules
+
+
+def mark(tc: TrafficClass, enabled: bool) -> tuple[SetField | SetQueue, ...]:
+    """Actions that put a packet in class ``tc`` at its ingress switch."""
+    if not enabled:
+        return ()
+    return (SetField("ip_dscp", tc.dscp), SetQueue(tc.queue))
