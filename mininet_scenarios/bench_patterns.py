@@ -47,6 +47,7 @@ from mininet_scenarios.bench_report import (
     DENOMINATOR,
     FAT_TREE_ANCHORS,
     FAUCET_VENV,
+    dragonfly_anchors,
     faucet_version,
     loom_version,
     machine_facts,
@@ -81,7 +82,8 @@ def modes_for(fabric: str, rate: float) -> dict[str, Mode]:
     if fabric == "dragonfly":
         return {
             "nonblocking": Mode("nonblocking", off, single=True),
-            "minimal": Mode("minimal", off),
+            # TE off is static minimal ECMP; the policy is named too so no default can leak in.
+            "minimal": Mode("minimal", {**off, "LOOM_PATH_POLICY": "minimal"}),
             "valiant": Mode("valiant", {**te, "LOOM_PATH_POLICY": "valiant"}),
             "loom": Mode("loom", {**te, "LOOM_PATH_POLICY": "adaptive"}),
         }
@@ -112,19 +114,6 @@ def cport_base(pattern: str, seed: int) -> int:
     return 20000 + (zlib.crc32(f"{pattern}/{seed}".encode()) % 600) * 64
 
 
-def dragonfly_anchors(graph: nx.MultiGraph) -> dict[str, dict[str, float]]:
-    """§3 caps for adversarial traffic, as fractions of the link rate per host: minimal routing
-    shares the global links between consecutive groups (q of them) among a·p senders;
-    Valiant sends everything twice across global links, so at most 0.5."""
-    p = graph.graph["params"]
-    q = sum(
-        1
-        for u, v, d in graph.edges(data=True)
-        if d["scope"] == "global" and {graph.nodes[u]["group"], graph.nodes[v]["group"]} == {0, 1}
-    )
-    return {"df-adversarial": {"minimal cap": q / (p["a"] * p["p"]), "Valiant cap": 0.5}}
-
-
 def faucet_unavailable() -> str | None:
     """Why the ``faucet`` mode cannot run here, or None if it can."""
     try:
@@ -143,7 +132,7 @@ def faucet_unavailable() -> str | None:
 
 @contextlib.contextmanager
 def start_mode(
-    mode: Mode, graph: nx.MultiGraph, run_dir: Path
+    mode: Mode, graph: nx.MultiGraph, run_dir: Path, queue_packets: int | None = None
 ) -> Iterator[tuple[Any, dict[str, Any], Callable[[], bool]]]:
     """The running fabric of ``mode``, facts about its start (discovery time, version) and a
     liveness check of its controller: the rules a dead controller installed keep forwarding,
@@ -156,7 +145,9 @@ def start_mode(
         fm = importlib.import_module("mininet_scenarios.faucet_mode")
         with (
             fm.FaucetProcess(graph, run_dir) as faucet,
-            FabricNet(graph, controller=faucet.address, run_dir=run_dir) as fnet,
+            FabricNet(
+                graph, controller=faucet.address, run_dir=run_dir, queue_packets=queue_packets
+            ) as fnet,
         ):
             ready = fm.faucet_ready(fnet, 120.0, faucet=faucet)
             info = {
@@ -169,9 +160,9 @@ def start_mode(
                 "ready_pingalls": ready.attempts,
             }
             info["startup_s"] = round(time.monotonic() - t0, 1)
-            yield fnet, info, faucet.alive
+            yield fnet, info, lambda: _faucet_alive(faucet)
         return
-    with LoomStack(graph, run_dir, env=mode.env) as stack:
+    with LoomStack(graph, run_dir, env=mode.env, queue_packets=queue_packets) as stack:
         info = {
             "controller": "loom",
             "env": mode.env,
@@ -182,6 +173,14 @@ def start_mode(
             info["health"] = stack.api.health()
         ctl = stack.ctl
         yield stack.net, info, lambda: ctl is not None and ctl.alive()
+
+
+def _faucet_alive(faucet: Any) -> bool:
+    try:
+        faucet.check_alive()  # raises FaucetError once the process has exited
+    except Exception:
+        return False
+    return True
 
 
 def say(text: str) -> None:
@@ -214,7 +213,8 @@ def measure_mode(
     net_graph = nonblocking_graph(graph) if mode.single else graph
     run_dir = out / "runs" / mode.name
     say(f"{mode.name}: starting {net_graph.graph['name']} ...")
-    with start_mode(mode, net_graph, run_dir) as (fnet, started, alive):
+    queue = args.queue_packets or None
+    with start_mode(mode, net_graph, run_dir, queue) as (fnet, started, alive):
         info.update(started)
         say(f"{mode.name}: up in {started['startup_s']:.1f} s; warm-up pingall ...")
         ping = pingall(fnet, timeout=2.0)
@@ -347,6 +347,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--dragonfly", default="a=4,p=1,h=1,g=5", help="dragonfly a,p,h,g as key=value pairs"
     )
     ap.add_argument("--drain", type=float, default=2.0, help="quiet seconds before each run")
+    ap.add_argument(
+        "--queue-packets",
+        type=int,
+        default=100,
+        help="queue limit of every shaped port, packets (default 100; 0: the kernel's 1000, "
+        "whose seconds of queueing at a few Mbit/s starve ACKs of hosts that send and receive)",
+    )
     ap.add_argument("--out", type=Path, help="default results/patterns or results/dragonfly")
     ap.add_argument("--keep-raw", action="store_true", help="keep iperf3 JSON files")
     args = ap.parse_args(argv)
@@ -378,7 +385,12 @@ def _split(text: str | None) -> list[str]:
 
 def build_fabric(args: argparse.Namespace) -> nx.MultiGraph:
     if args.fabric == "dragonfly":
-        params = {k.strip(): int(v) for k, v in (kv.split("=") for kv in _split(args.dragonfly))}
+        params = {}
+        for item in _split(args.dragonfly):
+            key, _, value = item.partition("=")
+            if key.strip() not in ("a", "p", "h", "g") or not value.strip().isdigit():
+                raise ValueError(f"--dragonfly: expected a=,p=,h=,g= integers, got {item!r}")
+            params[key.strip()] = int(value)
         return dragonfly(
             a=params.get("a", 4),
             p=params.get("p", 1),
@@ -399,16 +411,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if DENOMINATOR not in args.mode_list:
         say(f"adding mode {DENOMINATOR}: every ratio divides by it")
     names = [DENOMINATOR] + [m for m in args.mode_list if m != DENOMINATOR]
-    patterns = [by_name(p) for p in args.pattern_list]  # PatternError names a bad one
-    graph = build_fabric(args)
     seeds = list(range(1, args.seeds + 1))
-    matrices = {(p.name, s): p.matrix(graph, s) for p in patterns for s in seeds}
+    try:  # PatternError and TopologyError are ValueErrors that name the bad input
+        patterns = [by_name(p) for p in args.pattern_list]
+        graph = build_fabric(args)
+        matrices = {(p.name, s): p.matrix(graph, s) for p in patterns for s in seeds}
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("needs root (Mininet, Open vSwitch)", file=sys.stderr)
         return 2
+    skipped = {}
     if "faucet" in names and (why := faucet_unavailable()):
         say(f"WARNING skipping mode faucet: {why}")
         names.remove("faucet")
+        skipped["faucet"] = why
     facts = machine_facts()
     if (facts["wmem_default"] or 0) < WMEM_MIN:
         say("WARNING net.core.wmem_default is low: ovs-vswitchd drops packets (make setup)")
@@ -433,6 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "hosts": len(host_list(graph)),
         },
         "link_rate_mbps": args.rate,
+        "queue_packets": args.queue_packets or 1000,
         "seconds": args.seconds,
         "drain_s": args.drain,
         "seeds": seeds,
@@ -446,6 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             **facts,
         },
         "mode_info": {n: {"env": all_modes[n].env} for n in names},
+        "skipped_modes": skipped,
         "runs": [],
     }
     total = len(names) * len(matrices)

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import networkx as nx
+
 REPO = Path(__file__).resolve().parents[1]
 FAUCET_VENV = REPO / ".venv-faucet"
 DENOMINATOR = "nonblocking"
@@ -61,6 +63,19 @@ class Cell:
 
 
 Summary = dict[str, dict[str, Cell]]
+
+
+def dragonfly_anchors(graph: nx.MultiGraph) -> dict[str, dict[str, float]]:
+    """§3 caps for adversarial traffic, as fractions of the link rate per host: minimal routing
+    shares the global links between consecutive groups (q of them) among a·p senders;
+    Valiant sends everything twice across global links, so at most 0.5."""
+    p = graph.graph["params"]
+    q = sum(
+        1
+        for u, v, d in graph.edges(data=True)
+        if d["scope"] == "global" and {graph.nodes[u]["group"], graph.nodes[v]["group"]} == {0, 1}
+    )
+    return {"df-adversarial": {"minimal cap": q / (p["a"] * p["p"]), "Valiant cap": 0.5}}
 
 
 def run_ratios(runs: Sequence[Run], denominator: str = DENOMINATOR) -> list[dict[str, Any]]:
@@ -211,7 +226,14 @@ def plot(
     import matplotlib.pyplot as plt
 
     anchors = anchors or {}
-    shown = [m for m in modes if m != denominator]
+    # Modes with at least one ratio (a mode that failed to start gets no empty slot); colours
+    # follow the position in ``modes`` so a mode keeps its colour from figure to figure.
+    shown = [
+        m
+        for m in modes
+        if m != denominator
+        and any(summary.get(p, {}).get(m, Cell((), None)).ratios for p in patterns)
+    ]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(patterns) + 2), 4.5))
     width = 0.8 / max(1, len(shown))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -226,16 +248,16 @@ def plot(
             ys.append(cell.median)
             lo.append(cell.median - cell.low)
             hi.append(cell.high - cell.median)
-        color = colors[j % len(colors)]
+        color = colors[list(modes).index(mode) % len(colors)]
         ax.bar(xs, ys, width * 0.92, label=mode, color=color, yerr=[lo, hi], capsize=2)
-        for x, y in zip(xs, ys, strict=True):  # inside the bar top: clear of whiskers, anchors
-            inside = y > 0.2
+        for x, y in zip(xs, ys, strict=True):  # at the bar's foot: clear of whiskers, anchors
+            inside = y > 0.12
             ax.text(
                 x,
-                y - 0.02 if inside else y + 0.02,
+                0.015 if inside else y + 0.015,
                 f"{y:.2f}",
                 ha="center",
-                va="top" if inside else "bottom",
+                va="bottom",
                 fontsize=6,
                 rotation=90,
                 color="white" if inside else "black",

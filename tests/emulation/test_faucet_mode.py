@@ -109,8 +109,18 @@ def test_stack_comes_up_and_pingall_reaches_zero_loss(fat: SimpleNamespace) -> N
 
 def test_cross_pod_tcp_flow_reaches_80_percent_of_link_rate(fat: SimpleNamespace) -> None:
     assert fat.error is None, str(fat.error)
-    run = iperf3_flows(fat.fnet, [("h1", "h16")], seconds=8)
+    for _ in range(2):
+        # Under CPU contention Faucet's beacons can run late and it drops and re-forms the
+        # whole stack (seen once in ~10 runs here); such a run measures that, not the tree,
+        # so it is recorded and measured again once the stack is back.
+        before = fat.faucet.stack_changes()
+        run = iperf3_flows(fat.fnet, [("h1", "h16")], seconds=8)
+        flaps = fat.faucet.stack_changes() - before
+        if not flaps:
+            break
+        record(fat.run_dir, "stack_changes_during_flow", flaps)
+        faucet_ready(fat.fnet, READY_WITHIN, faucet=fat.faucet)
     (flow,) = run.flows
     record(fat.run_dir, "cross_pod_mbps", round(flow.mbps, 2))
     assert flow.error is None, flow.error
-    assert flow.mbps >= 0.8 * RATE, f"{flow.mbps:.2f} Mbit/s of {RATE}"
+    assert flow.mbps >= 0.8 * RATE, f"{flow.mbps:.2f} Mbit/s of {RATE}; stack changes {flaps}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +12,13 @@ import pytest
 from mininet_scenarios.bench_patterns import (
     _split,
     cport_base,
-    dragonfly_anchors,
     modes_for,
     nonblocking_graph,
     parse_args,
 )
 from mininet_scenarios.bench_report import (
     FAT_TREE_ANCHORS,
+    dragonfly_anchors,
     format_table,
     main,
     report,
@@ -188,3 +189,30 @@ def test_dragonfly_anchor_is_global_links_over_hosts_per_group() -> None:
     }
     # a*h = 4 global ports, 2 other groups: two links per group pair.
     assert dragonfly_anchors(dragonfly(a=2, p=2, h=2, g=3))["df-adversarial"]["minimal cap"] == 0.5
+
+
+def test_faucet_mode_is_skipped_with_a_reason_when_missing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import mininet_scenarios.bench_patterns as bp
+
+    def no_module(name: str) -> None:
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setattr(bp.importlib, "import_module", no_module)
+    assert "faucet_mode" in (bp.faucet_unavailable() or "")
+    monkeypatch.undo()
+    monkeypatch.setattr(bp, "FAUCET_VENV", tmp_path / "no-venv")
+    assert "make faucet-venv" in (bp.faucet_unavailable() or "")
+
+
+def test_cpu_window_keeps_the_middle_of_the_flows(tmp_path: Path) -> None:
+    from mininet_scenarios.bench_patterns import _window
+
+    go = tmp_path / "go"
+    go.touch()
+    os.utime(go, (1002.0, 1002.0))  # flows started 2 s after sampling began
+    samples = [float(k) for k in range(30)]  # 0.5 s each from t=1000
+    kept = _window(samples, 1000.0, go, 10.0)  # window 1003..1011
+    assert kept == [float(k) for k in range(6, 22)]
+    assert _window(samples, 1000.0, tmp_path / "missing", 10.0) == samples
