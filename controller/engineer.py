@@ -12,6 +12,7 @@ On dragonflies the candidates can include Valiant paths (``path_policy``).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from controller.te import (
 from controller.telemetry import Telemetry
 from controller.topology import Topology
 
+log = logging.getLogger("loom.te")
 PortRef = tuple[int, int]
 Capacity = Callable[[PortRef], float]
 POLICIES = ("adaptive", "minimal", "valiant")
@@ -88,6 +90,7 @@ class TrafficEngineer:
             return {}
         if not self.flows.seen(now, key, src.mac, dst.mac, dpid, port):
             return {}
+        log.info("tracking %s at %016x:%d", key, dpid, port)
         return {owner_of(key): self._plan(self.flows.flows[key], topo, routes)}
 
     def counted(self, now: float, dpid: int, stats: list[FlowStats], capacity: Capacity) -> None:
@@ -111,6 +114,7 @@ class TrafficEngineer:
     ) -> dict[Owner, Plan]:
         plans: dict[Owner, Plan] = {}
         for flow in self.flows.expire(now):
+            log.info("forgot idle flow %s after %.1f s", flow.key, now - flow.first_seen)
             self._drop(flow.key)
             plans[owner_of(flow.key)] = {}
         for key, staged in sorted(self.staged.items()):
@@ -132,6 +136,7 @@ class TrafficEngineer:
         self.staged.clear()
         for key, path in list(self.paths.items()):
             if not all(link in live_links for link in path):
+                log.info("path of %s lost %s", key, [lk for lk in path if lk not in live_links])
                 del self.paths[key]
                 self.reroutes["link_down"] += 1
         self._next_run = 0.0
@@ -145,6 +150,8 @@ class TrafficEngineer:
         for key in sorted(set(self.paths) - {f.key for f in elephants}):
             del self.paths[key]  # no longer an elephant: back to the default route
             self.staged.pop(key, None)
+            gone = self.flows.flows.get(key)
+            log.info("unpinned %s: %.2f Mbit/s", key, gone.rate_bps / 1e6 if gone else -1)
             if key in self.flows.flows:
                 plans[owner_of(key)] = self._plan(self.flows.flows[key], topo, routes)
         demands = self._demands(now, elephants, topo, routes, capacity)
@@ -157,7 +164,16 @@ class TrafficEngineer:
             path = placement.paths.get(flow.key)
             if path is None or path == self.paths.get(flow.key):
                 continue
-            self.reroutes["new_elephant" if flow.key not in self.paths else "congestion"] += 1
+            reason = "new_elephant" if flow.key not in self.paths else "congestion"
+            self.reroutes[reason] += 1
+            log.info(
+                "%s %s (%.2f Mbit/s): %s -> %s",
+                reason,
+                flow.key,
+                flow.rate_bps / 1e6,
+                self.paths.get(flow.key),
+                path,
+            )
             old = self._plan(flow, topo, routes)
             self.paths[flow.key] = path
             self.moved_at[flow.key] = now

@@ -22,6 +22,7 @@ class PortSample:
     tx_bps: float = 0.0
     rx_bps: float = 0.0
     tx_drop_pps: float = 0.0
+    rx_new_packets: int = 0  # received since the previous reading (not smoothed)
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Telemetry:
                 sample.rx_bps = (
                     a * 8 * (s.rx_bytes - old.stats.rx_bytes) / dt + (1 - a) * old.rx_bps
                 )
+                sample.rx_new_packets = max(0, s.rx_packets - old.stats.rx_packets)
                 drops = max(0, s.tx_dropped - old.stats.tx_dropped)
                 sample.tx_drop_pps = a * drops / dt + (1 - a) * old.tx_drop_pps
             self.ports[ref] = sample
@@ -73,6 +75,11 @@ class Telemetry:
                     for b, ob in zip(s.bucket_bytes, old.stats.bucket_bytes, strict=True)
                 )
             self.groups[key] = BucketSample(s, now, rates)
+
+    def receiving(self, now: float, within: float) -> set[PortRef]:
+        """Ports whose last reading, at most ``within`` seconds old, counted packets
+        arriving since the reading before."""
+        return {r for r, s in self.ports.items() if now - s.at <= within and s.rx_new_packets > 0}
 
     def tx_bps(self, ref: PortRef) -> float:
         sample = self.ports.get(ref)

@@ -31,6 +31,7 @@ class Host:
     dpid: int
     port: int
     last_seen: float
+    tenant: str = ""
 
 
 @dataclass
@@ -110,7 +111,15 @@ class Topology:
             del self.hosts[mac]
         return True
 
-    def expire_links(self, now: float, timeout: float) -> list[Link]:
+    def expire_links(
+        self, now: float, timeout: float, receiving: set[PortRef] | None = None
+    ) -> list[Link]:
+        """Drop links whose LLDP stopped arriving. A link whose far end is still
+        ``receiving`` traffic is alive whatever LLDP says: under congestion the frames
+        can queue behind data for longer than the timeout."""
+        for src, link in list(self.links.items()):
+            if receiving and link.dst in receiving:
+                self.links[src] = replace(link, last_seen=now)
         dead = [link for link in self.links.values() if now - link.last_seen > timeout]
         for link in dead:
             del self.links[link.src]
@@ -146,15 +155,18 @@ class Topology:
         return g
 
     # -- hosts ----------------------------------------------------------------
-    def learn_host(self, now: float, mac: str, ip: str | None, dpid: int, port: int) -> bool:
-        """Learn or refresh a host seen at an edge port; True when it is new or moved."""
+    def learn_host(
+        self, now: float, mac: str, ip: str | None, dpid: int, port: int, tenant: str = ""
+    ) -> bool:
+        """Learn or refresh a host seen at an edge port; True when it is new, moved, or
+        its address or tenant changed."""
         if (dpid, port) in self.fabric_ports or dpid not in self.switches:
             return False
         old = self.hosts.get(mac)
         if old is not None and (old.dpid, old.port) == (dpid, port):
-            self.hosts[mac] = replace(old, ip=ip or old.ip, last_seen=now)
-            return ip is not None and ip != old.ip
-        self.hosts[mac] = Host(mac, ip, dpid, port, now)
+            self.hosts[mac] = replace(old, ip=ip or old.ip, last_seen=now, tenant=tenant)
+            return (ip is not None and ip != old.ip) or tenant != old.tenant
+        self.hosts[mac] = Host(mac, ip, dpid, port, now, tenant)
         return True
 
     def host_by_ip(self, ip: str) -> Host | None:

@@ -43,6 +43,7 @@ class LoomStack:
         queue_classes: Sequence[QueueClass] | None = None,
         discovery_timeout: float = 90.0,
         app: str = LOOM_APP,
+        queue_packets: int | None = None,
     ) -> None:
         self.graph = graph
         self.run_dir = Path(run_dir)
@@ -51,6 +52,7 @@ class LoomStack:
         self.queue_classes = queue_classes
         self.discovery_timeout = discovery_timeout
         self.app = app
+        self.queue_packets = queue_packets  # per-port queue limit (kernel default: 1000)
         self.ofp_port = free_port()
         self.api_port = free_port()
         self.metrics_port = int(self.env.setdefault("LOOM_METRICS_PORT", str(free_port())))
@@ -81,6 +83,7 @@ class LoomStack:
                     run_dir=self.run_dir,
                     shape=self.shape,
                     queue_classes=self.queue_classes,
+                    queue_packets=self.queue_packets,
                 )
             )
             n_switches = sum(1 for _, d in self.graph.nodes(data=True) if d["kind"] == "switch")

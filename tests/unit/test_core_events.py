@@ -152,9 +152,12 @@ def test_hosts_learned_on_a_port_that_turns_out_to_be_fabric_are_dropped() -> No
     assert A not in t.hosts
 
 
-def test_host_move_replans_both_switches() -> None:
+def test_host_move_only_after_its_old_port_went_down_and_replans_both_switches() -> None:
     f = line_fabric()
     f.packet_in(1.0, PacketIn(1, 1, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.1")))  # gratuitous
+    hijack = f.packet_in(1.5, PacketIn(2, 2, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.1")))
+    assert hijack == {} and f.topo.hosts[A].dpid == 1  # the old port is up: refused
+    f.port_status(1.8, 1, PortDesc(1, up=False))
     out = f.packet_in(2.0, PacketIn(2, 2, arp(ARP_REQUEST, A, "10.0.0.1", "10.0.0.1")))
     deletes = [
         m for msgs in out.values() for m in msgs if isinstance(m, FlowMod) and m.op is Op.DELETE
@@ -220,3 +223,18 @@ def test_host_learned_while_discovery_is_pending_plans_on_the_fresh_graph() -> N
         if isinstance(m, FlowMod) and m.rule.match.get("eth_dst") == B
     }
     assert routed == {1, 2, 3}
+
+
+def test_a_link_still_carrying_traffic_outlives_late_lldp() -> None:
+    from controller.model import PortStats
+
+    f = line_fabric()
+    for t, packets in ((1.0, 100), (1.5, 200), (2.0, 300), (2.5, 400), (3.0, 500), (3.5, 600), (4.0, 700)):
+        f.port_stats(t, 2, [PortStats(3, rx_packets=packets)])  # switch 2 keeps receiving on 3
+        f.port_stats(t, 1, [PortStats(3, rx_packets=packets)])
+        f.tick(t)
+    assert len(f.topo.links) == 2  # no LLDP since 0.1 s, but traffic proves both directions
+    f.port_stats(4.5, 2, [PortStats(3, rx_packets=700)])  # traffic stops: LLDP timeout applies
+    f.port_stats(4.5, 1, [PortStats(3, rx_packets=700)])
+    f.tick(8.5)
+    assert f.topo.links == {}
