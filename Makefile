@@ -78,8 +78,20 @@ $(FAUCET_VENV)/.installed: requirements-faucet.txt | apt
 	  || { echo "setup: the Faucet venv does not import its packages" >&2; exit 1; }
 	@touch $@
 
+## PyTorch (CPU wheel) in the main venv: the collectives workload runs real gloo ranks
+## inside the emulated hosts (mininet_scenarios/collective_worker.py).
+.PHONY: torch
+torch: $(VENV)/.torch-installed
+
+$(VENV)/.torch-installed: requirements-torch.txt $(VENV)/.installed
+	@echo "setup: installing PyTorch (CPU) into $(VENV)"
+	@$(PY) -m pip install -q --disable-pip-version-check -r requirements-torch.txt 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -c "import torch.distributed as dist; assert dist.is_gloo_available()" \
+	  || { echo "setup: torch with gloo does not import in $(VENV)" >&2; exit 1; }
+	@touch $@
+
 ## The whole suite: unit, fake-fabric, adapter and emulation layers (root, OVS).
-test: setup osken-venv
+test: setup osken-venv faucet-venv torch
 	LOOM_REQUIRE_EMULATION=1 $(PY) -m pytest
 
 test-unit: venv
@@ -89,7 +101,7 @@ lint: venv
 	$(VENV)/bin/ruff check controller topologies mininet_scenarios tests
 	$(VENV)/bin/mypy
 
-demo: setup
+demo: setup torch
 	$(PY) -m mininet_scenarios.demo
 
 clean-venv:
@@ -97,10 +109,17 @@ clean-venv:
 
 ## Benchmarks (/work/shared/BENCHMARKS.md §1, §3): aggregate throughput of every mode divided
 ## by a non-blocking switch on the same traffic matrices; JSON + PNG into results/. Serialised
-## with other emulations on this machine by the lock (a full fat-tree run takes ~50 min).
+## with other emulations on this machine by the lock (defaults: fat-tree ~35 min, dragonfly ~8).
 .PHONY: bench-patterns bench-dragonfly
 bench-patterns: setup faucet-venv
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_patterns
 
 bench-dragonfly: setup
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_patterns --fabric dragonfly
+
+## Collectives benchmark (/work/shared/BENCHMARKS.md §2): real gloo all-reduce and
+## all-to-all on a k=4 fat-tree with DSCP queue classes, ecmp vs loom and no-qos vs loom
+## side by side; JSON + PNG into results/collectives.
+.PHONY: bench-collectives
+bench-collectives: setup torch
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_collectives

@@ -8,6 +8,7 @@ is configured, every call that changes something must carry ``Authorization: Bea
 Routes (all under /loom/v1):
   GET health · GET topology · GET routes?mac=MAC
   GET jobs · POST jobs · GET jobs/NAME · DELETE jobs/NAME
+  GET policy · POST policy/reload
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from controller.collectives import JobError, describe, parse_job
 from controller.fabric import Fabric
 from controller.model import Messages
+from controller.policy.manager import PolicyManager
 
 Clock = Callable[[], float]
 
@@ -37,10 +39,17 @@ def error(status: int, message: str, **extra: Any) -> Response:
 
 
 class LoomApi:
-    def __init__(self, fabric: Fabric, clock: Clock, token: str | None = None) -> None:
+    def __init__(
+        self,
+        fabric: Fabric,
+        clock: Clock,
+        token: str | None = None,
+        policy: PolicyManager | None = None,
+    ) -> None:
         self.fabric = fabric
         self.clock = clock
         self.token = token
+        self.policy = policy
 
     def handle(
         self, method: str, path: str, query: Mapping[str, str], body: bytes = b"", auth: str = ""
@@ -60,6 +69,8 @@ class LoomApi:
             ("POST", "jobs", False): lambda: self.create_job(body),
             ("GET", "jobs", True): lambda: self.show_job(str(item)),
             ("DELETE", "jobs", True): lambda: self.delete_job(str(item)),
+            ("GET", "policy", False): lambda: self.show_policy(),
+            ("POST", "policy", True): lambda: self.reload_policy(str(item)),
         }
         handler = route.get((method, resource, item is not None))
         if handler is None:
@@ -128,6 +139,25 @@ class LoomApi:
         except JobError as exc:
             return error(409 if exc.conflict else 400, str(exc), field=exc.field)
         return Response(201, self._describe(spec.name), messages)
+
+    # -- policy ---------------------------------------------------------------------
+    def show_policy(self) -> Response:
+        if self.policy is None:
+            return Response(200, {"file": None, "enforcing": False, "tenants": []})
+        return Response(200, self.policy.describe())
+
+    def reload_policy(self, action: str) -> Response:
+        if action != "reload":
+            return error(404, f"no such action: policy/{action}; use policy/reload")
+        if self.policy is None or self.policy.status.path is None:
+            return error(409, "no policy file configured (set LOOM_POLICY)")
+        messages = self.policy.reload(self.clock())
+        body = self.policy.describe()
+        if not self.policy.status.ok:
+            return Response(
+                422, {"error": "policy rejected; the running policy stays in force", **body}
+            )
+        return Response(200, body, messages)
 
     def delete_job(self, name: str) -> Response:
         try:

@@ -9,6 +9,7 @@ environment variables (see ``controller.settings``).
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,8 @@ from controller.ofp.compat import (
     set_ev_cls,
 )
 from controller.ofp.rest import LoomRestController, register_rest
+from controller.policy.loader import load_policy
+from controller.policy.manager import PolicyManager
 from controller.settings import Settings
 
 TICK_SECONDS = 0.1
@@ -43,13 +46,21 @@ class FabricApp(BaseApp):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.logger.setLevel(logging.INFO)
-        self.settings = Settings.from_env()
+        logging.getLogger("loom").setLevel(logging.INFO)
+        path = PolicyManager.path_from_env()
+        first = load_policy(path) if path else None  # an invalid file at start: refuse to start
+        self.settings = Settings.from_env(base=first.fabric if first else None)
         self.fabric = Fabric(self.settings.fabric, timer=time.perf_counter)
-        self.metrics = LoomMetrics(self.fabric)
+        self.policy = PolicyManager(self.fabric, path)
+        self.policy.reload(time.monotonic())
+        self.metrics = LoomMetrics(self.fabric, policy=self.policy.status)
         self.datapaths: dict[int, Any] = {}
+        self._reload_requested = False
         register_rest(kwargs, self, self.settings.api_token)
         self._serve_metrics()
+        signal.signal(signal.SIGHUP, self._on_sighup)
         self._ticker = hub.spawn(self._tick_loop)
+        self._watcher = hub.spawn(self._watch_policy)
 
     def _serve_metrics(self) -> None:
         host, port = self.settings.metrics_host, self.settings.metrics_port
@@ -115,6 +126,20 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.logger.warning(
             "switch %016x error type=%s code=%s", msg.datapath.id, msg.type, msg.code
         )
+
+    # -- policy reloads: the file changed, SIGHUP, or POST /loom/v1/policy/reload ------
+    def _on_sighup(self, signum: int, frame: Any) -> None:
+        self._reload_requested = True  # handled in the watcher, not in signal context
+
+    def _watch_policy(self) -> None:
+        while True:
+            hub.sleep(1.0)
+            if self._reload_requested or self.policy.changed_on_disk():
+                self._reload_requested = False
+                try:
+                    self.send(self.policy.reload(time.monotonic()))
+                except Exception:  # a bug must not stop the watcher; the old policy stays
+                    self.logger.exception("policy reload failed")
 
     # -- timers ---------------------------------------------------------------
     def _tick_loop(self) -> None:

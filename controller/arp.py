@@ -21,6 +21,7 @@ from controller.model import (
     Output,
     PacketOut,
 )
+from controller.tenants import TenantView
 from controller.topology import Host, Topology
 
 ARP_REQUEST = 1
@@ -37,6 +38,7 @@ class Waiting:
     dpid: int
     port: int
     until: float
+    tenant: str = ""
 
 
 def reply_to(requester: Waiting | Host, target: Host) -> tuple[int, PacketOut]:
@@ -55,24 +57,53 @@ class ArpService:
         self.waiting: dict[str, list[Waiting]] = {}
         self.last_probe: dict[str, float] = {}
         self.ignored = 0
+        self.rejected = 0  # frames that lied about their sender, or senders not admitted
 
     def handle(
-        self, now: float, topo: Topology, dpid: int, port: int, arp: ArpFrame
+        self,
+        now: float,
+        topo: Topology,
+        dpid: int,
+        port: int,
+        arp: ArpFrame,
+        tenants: TenantView | None = None,
     ) -> tuple[bool, Messages]:
         """Process one ARP frame; returns (host table changed, packets to send)."""
         if CONTROLLER_MAC in (arp.eth_src, arp.sha) or topo.is_fabric_port((dpid, port)):
             self.ignored += 1
             return False, {}
         ip = arp.spa if arp.spa != ZERO_IP else None
-        changed = topo.learn_host(now, arp.sha, ip, dpid, port)
+        tenant = self._admit(topo, dpid, port, arp, ip, tenants or TenantView())
+        if tenant is None:
+            self.rejected += 1
+            return False, {}
+        changed = topo.learn_host(now, arp.sha, ip, dpid, port, tenant)
         out: Messages = {}
         if ip is not None:
             self._answer_waiting(now, topo, ip, out)
         if arp.op == ARP_REQUEST and arp.tpa != arp.spa:
-            self._request(now, topo, dpid, port, arp, out)
+            self._request(now, topo, dpid, port, arp, tenant, tenants or TenantView(), out)
         elif arp.op == ARP_REPLY and arp.eth_dst not in (CONTROLLER_MAC, BROADCAST):
-            self._forward_reply(topo, arp, out)
+            self._forward_reply(topo, arp, tenant, out)
         return changed, out
+
+    @staticmethod
+    def _admit(
+        topo: Topology, dpid: int, port: int, arp: ArpFrame, ip: str | None, tenants: TenantView
+    ) -> str | None:
+        """The sender's tenant, or ``None`` for a frame that lies: a sender MAC that is not
+        the frame's source, a host or address that still lives on another live port, or a
+        sender the policy does not admit there."""
+        if arp.sha != arp.eth_src:
+            return None
+        known = topo.hosts.get(arp.sha)
+        moved = known is not None and (known.dpid, known.port) != (dpid, port)
+        if moved and known is not None and topo.port_up((known.dpid, known.port)):
+            return None  # a host moves only once its old port went down
+        owner = topo.host_by_ip(ip) if ip else None
+        if owner is not None and owner.mac != arp.sha and topo.port_up((owner.dpid, owner.port)):
+            return None  # the address belongs to another host that is still there
+        return tenants.tenant_of(arp.sha, ip, dpid, port)
 
     def expire(self, now: float) -> None:
         for ip in list(self.waiting):
@@ -83,15 +114,26 @@ class ArpService:
                 del self.waiting[ip]
 
     def _request(
-        self, now: float, topo: Topology, dpid: int, port: int, arp: ArpFrame, out: Messages
+        self,
+        now: float,
+        topo: Topology,
+        dpid: int,
+        port: int,
+        arp: ArpFrame,
+        tenant: str,
+        tenants: TenantView,
+        out: Messages,
     ) -> None:
         target = topo.host_by_ip(arp.tpa)
-        requester = Waiting(arp.sha, arp.spa, dpid, port, now + self.wait_timeout)
+        requester = Waiting(arp.sha, arp.spa, dpid, port, now + self.wait_timeout, tenant)
         if target is not None:
-            if target.mac != arp.sha and arp.spa != ZERO_IP:
+            if target.mac != arp.sha and arp.spa != ZERO_IP and target.tenant == tenant:
                 sw, pkt = reply_to(requester, target)
                 out.setdefault(sw, []).append(pkt)
             return
+        declared = tenants.tenant_of_ip(arp.tpa) if tenants.enforcing else None
+        if declared is not None and declared != tenant:
+            return  # another tenant's address: not even a probe
         if arp.spa != ZERO_IP:
             queue = self.waiting.setdefault(arp.tpa, [])
             queue[:] = [w for w in queue if w.mac != arp.sha] + [requester]
@@ -122,13 +164,17 @@ class ArpService:
         if target is None:
             return
         for waiting in self.waiting.pop(ip, []):
-            if waiting.until >= now and waiting.mac != target.mac:
+            if (
+                waiting.until >= now
+                and waiting.mac != target.mac
+                and waiting.tenant == target.tenant
+            ):
                 sw, pkt = reply_to(waiting, target)
                 out.setdefault(sw, []).append(pkt)
 
-    def _forward_reply(self, topo: Topology, arp: ArpFrame, out: Messages) -> None:
+    def _forward_reply(self, topo: Topology, arp: ArpFrame, tenant: str, out: Messages) -> None:
         dst = topo.hosts.get(arp.eth_dst)
-        if dst is not None:
+        if dst is not None and dst.tenant == tenant:
             out.setdefault(dst.dpid, []).append(
                 PacketOut(OFPP_CONTROLLER, (Output(dst.port),), arp)
             )

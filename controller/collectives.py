@@ -171,6 +171,7 @@ class JobState:
     missing: tuple[str, ...] = ()  # host IPs not learned yet
     max_utilization: float = 0.0
     bytes_by_rule: dict[tuple[int, Match], int] = field(default_factory=dict)
+    source: str = "api"  # or "policy": declared in the policy file, managed by reloads
 
     @property
     def placed(self) -> bool:
@@ -277,6 +278,7 @@ def describe(job: JobState, topo: Topology, names: Callable[[int], str]) -> dict
     return {
         **job.spec.as_dict(),
         "status": status,
+        "source": job.source,
         "paths": paths,
         "bytes": job.bytes,
         "max_link_utilization": round(job.max_utilization, 3),

@@ -10,7 +10,7 @@ missing group (make-before-break): meters and groups first, flows, then removals
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from controller.flows import IP_PROTO_TCP, IP_PROTO_UDP, FlowKey
 from controller.model import (
@@ -18,6 +18,8 @@ from controller.model import (
     ETH_TYPE_IPV4,
     ETH_TYPE_LLDP,
     META_FROM_FABRIC,
+    META_TENANT_MASK,
+    META_TENANT_SHIFT,
     OFPG_MAX,
     OFPP_CONTROLLER,
     Bucket,
@@ -69,7 +71,11 @@ def group_id_for(dpid: int) -> int:
 
 
 def base_plan(
-    dpid: int, fabric_ports: Iterable[int], catch_flows: bool = False, qos: bool = False
+    dpid: int,
+    fabric_ports: Iterable[int],
+    catch_flows: bool = False,
+    qos: bool = False,
+    admit_all: bool = True,
 ) -> SwitchRules:
     """The fixed pipeline: discovery to the controller, port classes, table chaining;
     with ``catch_flows``, a copy of each untracked TCP/UDP flow's packets from a host goes
@@ -102,6 +108,8 @@ def base_plan(
     ]
     for table, goto in chain:
         rules.add_flow(FlowRule(table, PRIO_MISS, Match(), goto=goto, cookie=cookie))
+    if not admit_all:  # tenants enforced: only what a tenant's ADMIT rule passes goes on
+        rules.add_flow(FlowRule(Table.ADMIT, PRIO_MISS, Match(), cookie=cookie))
     rules.add_flow(FlowRule(Table.ROUTE, PRIO_MISS, Match(), to_ctl, cookie=cookie))
     rules.flows.update(qos_rules(cookie, qos).flows)
     if catch_flows:
@@ -140,12 +148,21 @@ def flow_plan(
     return plan
 
 
-def destination_plan(dest: int, hosts: list[Host], routes: Routes, switches: Iterable[int]) -> Plan:
+def destination_plan(
+    dest: int,
+    hosts: list[Host],
+    routes: Routes,
+    switches: Iterable[int],
+    tenant_id: Callable[[Host], int] = lambda host: 0,
+) -> Plan:
     """Routes to every host on switch ``dest``, at every switch.
 
     On ``dest`` a host's rule outputs to its port. Elsewhere, packets that entered from a
     host go to a select group over all equal-cost next hops (hashed per flow), and
-    packets in transit take the host's rank-th next hop (spread per destination).
+    packets in transit take the host's rank-th next hop (spread per destination). Rules
+    for packets from edge ports require the destination's tenant id in metadata
+    (written by ADMIT), so no route exists between tenants; in transit that check was
+    already made at the ingress.
     """
     plan: Plan = {}
     cookie = make_cookie(CookieKind.ROUTE, dest)
@@ -155,17 +172,18 @@ def destination_plan(dest: int, hosts: list[Host], routes: Routes, switches: Ite
         ports = routes.next_ports(dpid, dest)
         if dpid == dest:
             for host in hosts:
-                match = Match.of(eth_dst=host.mac)
-                rules.add_flow(
-                    FlowRule(
-                        Table.ROUTE, PRIO_HOST_ROUTE, match, (Output(host.port),), cookie=cookie
+                local = (Output(host.port),)
+                from_host = Match.of(eth_dst=host.mac, metadata=_from_edge(tenant_id(host)))
+                transit = Match.of(eth_dst=host.mac, metadata=(META_FROM_FABRIC, META_FROM_FABRIC))
+                for match in (from_host, transit):
+                    rules.add_flow(
+                        FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, match, local, cookie=cookie)
                     )
-                )
         elif ports and hosts:
             buckets = tuple(Bucket((Output(p),), weight=1, watch_port=p) for p in ports)
             rules.add_group(GroupRule(gid, GroupType.SELECT, buckets))
             for rank, host in enumerate(hosts):
-                from_host = Match.of(eth_dst=host.mac, metadata=(0, META_FROM_FABRIC))
+                from_host = Match.of(eth_dst=host.mac, metadata=_from_edge(tenant_id(host)))
                 transit = Match.of(eth_dst=host.mac, metadata=(META_FROM_FABRIC, META_FROM_FABRIC))
                 out = Output(transit_port(ports, rank))
                 rules.add_flow(
@@ -179,6 +197,11 @@ def destination_plan(dest: int, hosts: list[Host], routes: Routes, switches: Ite
         if rules.flows or rules.groups:
             plan[dpid] = rules
     return plan
+
+
+def _from_edge(tenant: int) -> tuple[int, int]:
+    """Metadata of a packet that entered from an edge port of tenant ``tenant``."""
+    return (tenant << META_TENANT_SHIFT, META_TENANT_MASK | META_FROM_FABRIC)
 
 
 # ---------------------------------------------------------------------------

@@ -11,11 +11,11 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from controller.arp import ArpService
-from controller.collectives import JobError, JobSpec, JobState, job_plan, place_job
+from controller.collectives import JobError, JobSpec, JobState, job_plan, parse_job, place_job
 from controller.compiler import Owner, Plan, RuleStore, base_plan, destination_plan
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.model import (
@@ -47,9 +47,18 @@ from controller.model import (
 )
 from controller.routing import add_destination, compute_routes, empty_routes
 from controller.telemetry import Telemetry
+from controller.tenants import TenantView, admit_plan
 from controller.topology import Topology
 
+if TYPE_CHECKING:
+    from controller.policy.schema import Job as PolicyJob
+    from controller.policy.schema import Policy
+
 log = logging.getLogger("loom.fabric")
+
+
+def _spec_of(job: PolicyJob) -> JobSpec:
+    return parse_job(job.model_dump())
 
 
 DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
@@ -83,6 +92,8 @@ class Fabric:
         self.telemetry = Telemetry()
         self.te = TrafficEngineer(self.config.te, self.timer)
         self.jobs: dict[str, JobState] = {}
+        self.tenants = TenantView.of(None)
+        self._tenants_before: dict[str, set[str]] = {}  # host MAC -> tenant it was admitted in
         self._job_order = 0
         self.events: Counter[str] = Counter()
         self._dirty = False
@@ -115,6 +126,12 @@ class Fabric:
     def port_status(self, now: float, dpid: int, desc: PortDesc, deleted: bool = False) -> Messages:
         """PortStatus: a dead port takes its links down now, without waiting for LLDP."""
         self.events["port_status"] += 1
+        log.info(
+            "port %016x:%d %s",
+            dpid,
+            desc.port_no,
+            "deleted" if deleted else ("up" if desc.up else "down"),
+        )
         out: Messages = {}
         if self.topo.port_changed(dpid, desc, deleted):
             merge(out, self._replan_all())
@@ -134,7 +151,9 @@ class Fabric:
             return {}
         if isinstance(frame, ArpFrame):
             self.events["arp_in"] += 1
-            changed, packets = self.arp.handle(now, self.topo, pkt.dpid, pkt.in_port, frame)
+            changed, packets = self.arp.handle(
+                now, self.topo, pkt.dpid, pkt.in_port, frame, self.tenants
+            )
             out = self._replan_host(frame.sha) if changed else {}
             return merge(out, packets)
         if isinstance(frame, EthFrame) and cookie_kind(pkt.cookie) is CookieKind.CATCH:
@@ -175,7 +194,14 @@ class Fabric:
         return desc.speed_kbps * 1e3 if desc and desc.speed_kbps else DEFAULT_CAPACITY_BPS
 
     def _route_miss(self, pkt: PacketIn, frame: EthFrame) -> Messages:
-        """A packet that beat its route to a switch: re-inject it once the route exists."""
+        """A packet that beat its route to a switch: re-inject it once the route exists.
+        Between tenants there is no route on purpose: such packets are dropped here."""
+        src, dst = self.topo.hosts.get(frame.eth_src), self.topo.hosts.get(frame.eth_dst)
+        from_edge = not self.topo.is_fabric_port((pkt.dpid, pkt.in_port))
+        crossing = src is None or dst is None or src.tenant != dst.tenant
+        if self.tenants.enforcing and from_edge and crossing:
+            self.events["isolation_dropped"] += 1
+            return {}
         dest = self._planned_at.get(frame.eth_dst)
         rules = self.store.parts.get(("dest", dest), {}).get(pkt.dpid) if dest is not None else None
         if rules is None or not any(
@@ -190,7 +216,16 @@ class Fabric:
     def tick(self, now: float) -> Messages:
         """Periodic work: expire links and ARP waits, apply batched changes, send LLDP."""
         out: Messages = {}
-        if self.topo.expire_links(now, self.config.lldp_timeout):
+        receiving = self.telemetry.receiving(now, 2 * self.config.poll_interval)
+        expired = self.topo.expire_links(now, self.config.lldp_timeout, receiving)
+        for link in expired:
+            log.warning(
+                "link %016x:%d -> %016x:%d: no LLDP for %.1f s, removed",
+                *link.src,
+                *link.dst,
+                now - link.last_seen,
+            )
+        if expired:
             self._dirty = True
         self.arp.expire(now)
         if self._dirty:
@@ -224,8 +259,9 @@ class Fabric:
     # -- planning -------------------------------------------------------------
     def _base_plan(self, dpid: int) -> Plan:
         fabric_ports = [p for d, p in self.topo.fabric_ports if d == dpid]
-        catch = self.config.te.enabled
-        return {dpid: base_plan(dpid, fabric_ports, catch_flows=catch, qos=self.config.qos)}
+        catch, admit_all = self.config.te.enabled, not self.tenants.enforcing
+        rules = base_plan(dpid, fabric_ports, catch, self.config.qos, admit_all)
+        return {dpid: rules}
 
     def _replan_base(self, dpid: int) -> Messages:
         return self._commit({("base", dpid): self._base_plan(dpid)})
@@ -234,7 +270,22 @@ class Fabric:
         if dest not in self.routes.ports:
             add_destination(self.routes, dest)
         hosts = self.topo.hosts_at(dest)
-        return destination_plan(dest, hosts, self.routes, sorted(self.topo.switches))
+        switches = sorted(self.topo.switches)
+        return destination_plan(
+            dest, hosts, self.routes, switches, lambda h: self.tenants.id_of(h.tenant)
+        )
+
+    def _tenant_plans(self, names: set[str]) -> dict[Owner, Plan]:
+        """ADMIT rules and meters of the named tenants' learned hosts (none when open)."""
+        if not self.tenants.enforcing:
+            return {}
+        plans: dict[Owner, Plan] = {}
+        for name in sorted(names):
+            members = sorted(
+                (h for h in self.topo.hosts.values() if h.tenant == name), key=lambda h: h.mac
+            )
+            plans[("tenant", name)] = admit_plan(self.tenants, name, members)
+        return plans
 
     def _commit(self, plans: dict[Owner, Plan]) -> Messages:
         """Apply plans computed in full beforehand: an error while planning leaves what
@@ -274,11 +325,11 @@ class Fabric:
         plans.update((("dest", d), self._dest_plan(d)) for d in dests)
         plans.update(self.te.replan_all(self.topo, self.routes))
         plans.update(self._job_plans(list(self.jobs)))
+        plans.update(self._tenant_plans({h.tenant for h in self.topo.hosts.values()}))
         self.timings.append(("routes", self.timer() - started))
-        for owner in (
-            self.store.owners("base") + self.store.owners("dest") + self.store.owners("flow")
-        ):
-            plans.setdefault(owner, {})  # switches gone, destinations without hosts, old flows
+        for kind in ("base", "dest", "flow", "job", "tenant"):
+            for owner in self.store.owners(kind):
+                plans.setdefault(owner, {})  # gone: switches, hosts, flows, jobs, tenants
         return self._commit(plans)
 
     def _replan_host(self, mac: str) -> Messages:
@@ -288,6 +339,8 @@ class Fabric:
             return self._replan_all()
         host = self.topo.hosts[mac]
         plans: dict[Owner, Plan] = {("dest", host.dpid): self._dest_plan(host.dpid)}
+        plans.update(self._tenant_plans({host.tenant} | self._tenants_before.get(mac, set())))
+        self._tenants_before[mac] = {host.tenant}
         left = self._planned_at.get(mac)
         if left is not None and left != host.dpid:
             plans[("dest", left)] = self._dest_plan(left) if self.topo.hosts_at(left) else {}
@@ -299,9 +352,48 @@ class Fabric:
         plans.update(self._job_plans(waiting))
         return self._commit(plans)
 
+    # -- tenants ------------------------------------------------------------------
+    def apply_policy(self, now: float, policy: Policy | None) -> Messages:
+        """Put a validated policy in force, sending only what changes: tenants whose
+        members and settings did not change keep every rule (a warm reload)."""
+        self.tenants = TenantView.of(policy)
+        for host in list(self.topo.hosts.values()):
+            tenant = self.tenants.tenant_of(host.mac, host.ip, host.dpid, host.port)
+            if tenant is None:
+                del self.topo.hosts[host.mac]  # no longer admitted: its routes go too
+            elif tenant != host.tenant:
+                self.topo.hosts[host.mac] = replace(host, tenant=tenant)
+        wanted = {j.name: j for j in policy.jobs} if policy else {}
+        for name, job in list(self.jobs.items()):
+            if job.source == "policy" and (
+                name not in wanted or _spec_of(wanted[name]) != job.spec
+            ):
+                del self.jobs[name]
+        for name, declared in wanted.items():
+            if name not in self.jobs:
+                self._job_order += 1
+                self.jobs[name] = JobState(_spec_of(declared), self._job_order, source="policy")
+        self.events["policy_applied"] += 1
+        return self._replan_all()
+
+    def _check_job_tenant(self, spec: JobSpec) -> None:
+        if not self.tenants.enforcing:
+            return
+        if spec.tenant not in self.tenants.ids:
+            known = ", ".join(sorted(self.tenants.ids)) or "(none)"
+            raise JobError("tenant", f"unknown tenant {spec.tenant!r}; expected one of {known}")
+        for i, ip in enumerate(spec.hosts):
+            if self.tenants.tenant_of_ip(ip) != spec.tenant:
+                raise JobError(f"hosts[{i}]", f"{ip} is not a host of tenant {spec.tenant!r}")
+        if spec.traffic_class not in self.tenants.classes_of(spec.tenant):
+            raise JobError(
+                "traffic_class", f"tenant {spec.tenant!r} may not use {spec.traffic_class!r}"
+            )
+
     # -- jobs -------------------------------------------------------------------
     def create_job(self, now: float, spec: JobSpec) -> Messages:
         """Register a collective job: place and install its paths before its first byte."""
+        self._check_job_tenant(spec)
         if spec.name in self.jobs:
             raise JobError("name", f"a job named {spec.name!r} exists; delete it first", True)
         mine = {pair for pair, _ in spec.pairs()}

@@ -15,6 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.fabric import Fabric
+from controller.policy.manager import PolicyStatus
 from controller.telemetry import imbalance
 
 
@@ -90,6 +91,16 @@ METRICS = [
     ),
     MetricDoc("loom_jobs", "gauge", ("status",), "Registered collective jobs, active or waiting."),
     MetricDoc(
+        "loom_policy_reloads_total", "counter", ("result",), "Policy reloads, ok or rejected."
+    ),
+    MetricDoc("loom_policy_last_reload_ok", "gauge", (), "1 if the last policy reload was valid."),
+    MetricDoc(
+        "loom_isolation_drops_total",
+        "counter",
+        ("kind",),
+        "Frames refused by the controller: lying or unadmitted ARP, packets between tenants.",
+    ),
+    MetricDoc(
         "loom_job_bytes_total",
         "counter",
         ("job", "tenant"),
@@ -122,8 +133,9 @@ PACKET_IN_KINDS = {
 class FabricCollector(Collector):
     """Reads the core's state when Prometheus scrapes."""
 
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Fabric, policy: PolicyStatus) -> None:
         self.fabric = fabric
+        self.policy = policy
 
     def _family(self, name: str) -> GaugeMetricFamily | CounterMetricFamily:
         doc = next(m for m in METRICS if m.name == name)
@@ -139,6 +151,7 @@ class FabricCollector(Collector):
         yield from self._groups()
         yield from self._flows()
         yield from self._jobs()
+        yield from self._policy()
         events = self._family("loom_packet_in_total")
         per_kind: dict[str, float] = {}
         for event, kind in PACKET_IN_KINDS.items():
@@ -266,13 +279,32 @@ class FabricCollector(Collector):
             per_tenant.add_metric([tenant], total)
         yield from (count, per_job, per_tenant, on_link)
 
+    def _policy(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        st = self.policy
+        reloads, last_ok = (
+            self._family("loom_policy_reloads_total"),
+            self._family("loom_policy_last_reload_ok"),
+        )
+        reloads.add_metric(["ok"], st.reloads_ok)
+        reloads.add_metric(["error"], st.reloads_failed)
+        last_ok.add_metric([], 1.0 if st.ok else 0.0)
+        dropped = self._family("loom_isolation_drops_total")
+        dropped.add_metric(["arp"], self.fabric.arp.rejected)
+        dropped.add_metric(["route"], self.fabric.events.get("isolation_dropped", 0))
+        yield from (reloads, last_ok, dropped)
+
 
 class LoomMetrics:
     """The registry a Loom controller serves: the collector plus timing histograms."""
 
-    def __init__(self, fabric: Fabric, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        fabric: Fabric,
+        registry: CollectorRegistry | None = None,
+        policy: PolicyStatus | None = None,
+    ) -> None:
         self.registry = registry or CollectorRegistry()
-        self.registry.register(FabricCollector(fabric))
+        self.registry.register(FabricCollector(fabric, policy or PolicyStatus(None)))
         doc = next(m for m in METRICS if m.name == "loom_path_computation_seconds")
         self.path_seconds = Histogram(
             doc.name,

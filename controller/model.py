@@ -47,6 +47,9 @@ ETH_TYPE_VLAN = 0x8100
 
 #: metadata bit set in CLASSIFY for packets that entered from another switch.
 META_FROM_FABRIC = 0x1
+#: metadata bits ADMIT sets to the sender's tenant id, for packets from edge ports.
+META_TENANT_SHIFT = 8
+META_TENANT_MASK = 0xFFFF << META_TENANT_SHIFT
 
 #: the controller's own MAC: source of its ARP probes, so leaked probes teach nothing.
 CONTROLLER_MAC = "0e:00:4c:4f:4f:4d"

@@ -14,6 +14,9 @@
 | LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
 | LOOM_QOS | on | DSCP traffic classes and queues (off: jobs placed, not prioritised) |
 | LOOM_API_TOKEN | (none) | when set, REST calls that change anything need this bearer token |
+| LOOM_POLICY | /etc/loom/policy.yaml if present | the tenant policy file (none: an open fabric) |
+
+A policy file's ``fabric`` section provides defaults that these variables override.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from controller.engineer import POLICIES, TeConfig
 from controller.fabric import FabricConfig
+
+if TYPE_CHECKING:
+    from controller.policy.schema import FabricSettings
 
 T = TypeVar("T")
 
@@ -89,8 +95,22 @@ class Settings:
     api_token: str | None = None
 
     @staticmethod
-    def from_env(env: Mapping[str, str] = os.environ) -> Settings:
+    def from_env(
+        env: Mapping[str, str] = os.environ, base: FabricSettings | None = None
+    ) -> Settings:
+        """Settings from the environment, over ``base`` (the policy file's fabric section)
+        when given, over Loom's defaults."""
         d, t = FabricConfig(), TeConfig()
+        if base is not None:
+            t = TeConfig(
+                enabled=base.te, elephant_share=base.elephant_share, path_policy=base.path_policy
+            )
+            d = FabricConfig(
+                poll_interval=base.poll_interval,
+                link_capacity_mbps=base.link_capacity_mbps,
+                qos=base.qos,
+                te=t,
+            )
         te = TeConfig(
             enabled=_get(env, "LOOM_TE", _switch, t.enabled, "on or off"),
             te_interval=_get(env, "LOOM_TE_INTERVAL", _positive, t.te_interval, "seconds > 0"),

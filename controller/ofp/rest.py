@@ -49,5 +49,5 @@ def register_rest(kwargs: dict[str, Any], app: Any, token: str | None) -> None:
     """Mount the API on Ryu's WSGI server (listening where --wsapi-host/port say)."""
     wsgi = kwargs.get("wsgi")
     if wsgi is not None:
-        api = LoomApi(app.fabric, time.monotonic, token)
+        api = LoomApi(app.fabric, time.monotonic, token, app.policy)
         wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})

@@ -1,0 +1,231 @@
+"""Load and validate a policy file; every problem names the file, the line and the key.
+
+YAML is read twice over: as data for the schema, and as a node tree that remembers
+where each key and value stands, so a pydantic error location such as
+``('tenants', 1, 'hosts', 0, 'ip')`` becomes ``policy.yaml:14: tenants[1].hosts[0].ip``.
+Every schema problem is reported at once; the checks across entries (a host in two
+tenants, a job outside its tenant) run once the schema holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from controller.policy.schema import Policy
+
+Loc = tuple[str | int, ...]
+KEY_ORDER = {"version": 0, "fabric": 1, "tenants": 2, "jobs": 3}
+
+
+@dataclass(frozen=True)
+class PolicyIssue:
+    file: str
+    line: int
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.key}: {self.message}"
+
+
+class PolicyError(ValueError):
+    def __init__(self, issues: list[PolicyIssue]) -> None:
+        self.issues = sorted(issues, key=lambda i: (i.line, i.key))
+        super().__init__("\n".join(str(i) for i in self.issues))
+
+
+def key_text(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(document)"
+
+
+class _Lines:
+    """Line numbers (1-based) of every key and value in a YAML document."""
+
+    def __init__(self, root: yaml.Node | None) -> None:
+        self.lines: dict[Loc, int] = {}
+        self.raw: dict[Loc, str] = {}
+        self.duplicates: list[tuple[Loc, int]] = []
+        if root is not None:
+            self._walk(root, ())
+
+    def _walk(self, node: yaml.Node, loc: Loc) -> None:
+        self.lines.setdefault(loc, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key, value in node.value:
+                name = str(key.value)
+                if name in seen:
+                    self.duplicates.append(((*loc, name), key.start_mark.line + 1))
+                seen.add(name)
+                self.lines[(*loc, name)] = key.start_mark.line + 1
+                if isinstance(value, yaml.ScalarNode):
+                    self.raw[(*loc, name)] = str(value.value)
+                self._walk(value, (*loc, name))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._walk(item, (*loc, i))
+
+    def line(self, loc: Loc) -> int:
+        while loc and loc not in self.lines:
+            loc = loc[:-1]
+        return self.lines.get(loc, 1)
+
+
+def parse_policy(text: str, file: str = "<policy>") -> Policy:
+    """Validate policy text; raises ``PolicyError`` listing every problem."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise PolicyError(
+            [PolicyIssue(file, line, "(syntax)", f"not valid YAML: {problem}")]
+        ) from None
+    lines = _Lines(root)
+    issues = [PolicyIssue(file, n, key_text(loc), "key given twice") for loc, n in lines.duplicates]
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PolicyError(
+            [PolicyIssue(file, 1, "(document)", "expected a mapping with fabric, tenants, jobs")]
+        )
+    _keep_raw_macs(data, lines)
+    try:
+        policy = Policy.model_validate(data)
+    except ValidationError as exc:
+        issues += [_issue(file, lines, err) for err in exc.errors()]
+        raise PolicyError(issues) from None
+    issues += list(_cross_checks(policy, file, lines))
+    if issues:
+        raise PolicyError(issues)
+    return policy
+
+
+def load_policy(path: str | Path) -> Policy:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise PolicyError(
+            [PolicyIssue(str(path), 1, "(file)", f"cannot read: {exc.strerror}")]
+        ) from None
+    return parse_policy(text, str(path))
+
+
+def _keep_raw_macs(data: dict[str, Any], lines: _Lines) -> None:
+    """YAML 1.1 reads an unquoted 12:34:56:00:00:01 as a base-60 number: use the text."""
+    for loc, raw in lines.raw.items():
+        if loc and loc[-1] == "mac":
+            node: Any = data
+            try:
+                for part in loc[:-1]:
+                    node = node[part]
+                if isinstance(node, dict) and not isinstance(node.get("mac"), str):
+                    node["mac"] = raw
+            except (KeyError, IndexError, TypeError):
+                continue
+
+
+def _issue(file: str, lines: _Lines, err: Any) -> PolicyIssue:
+    loc: Loc = tuple(
+        p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))
+    )
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        msg = "unknown key" + _allowed_keys(loc)
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    shown = err.get("input")
+    plain = not isinstance(shown, dict | list) and kind not in ("extra_forbidden", "missing")
+    if plain and repr(shown) not in msg:
+        msg += f" (got {shown!r})"
+    return PolicyIssue(file, lines.line(loc), key_text(loc), msg)
+
+
+def _allowed_keys(loc: Loc) -> str:
+    """The keys the entry holding the unknown key ``loc[-1]`` may have."""
+    from controller.policy import schema
+
+    models: dict[str, type[schema.Strict]] = {
+        "fabric": schema.FabricSettings,
+        "tenants": schema.Tenant,
+        "hosts": schema.HostEntry,
+        "jobs": schema.Job,
+        "queues": schema.Queues,
+    }
+    context = [p for p in loc[:-1] if isinstance(p, str)]
+    model = models.get(context[-1], schema.Policy) if context else schema.Policy
+    return "; expected one of " + ", ".join(model.model_fields)
+
+
+def _cross_checks(policy: Policy, file: str, lines: _Lines) -> Iterator[PolicyIssue]:
+    owner: dict[str, tuple[str, str]] = {}  # address -> (tenant, key of first mention)
+    names: set[str] = set()
+    tenant_ips: dict[str, set[str]] = {}
+    for t, tenant in enumerate(policy.tenants):
+        if tenant.name in names:
+            yield PolicyIssue(
+                file,
+                lines.line(("tenants", t, "name")),
+                f"tenants[{t}].name",
+                f"tenant {tenant.name!r} is declared twice",
+            )
+        names.add(tenant.name)
+        tenant_ips[tenant.name] = set()
+        for h, host in enumerate(tenant.hosts):
+            for field in ("mac", "ip"):
+                addr = getattr(host, field)
+                if addr is None:
+                    continue
+                loc: Loc = ("tenants", t, "hosts", h, field)
+                if addr in owner and owner[addr][0] != tenant.name:
+                    yield PolicyIssue(
+                        file,
+                        lines.line(loc),
+                        key_text(loc),
+                        f"{addr} is already in tenant {owner[addr][0]!r} ({owner[addr][1]}); "
+                        "a host belongs to one tenant",
+                    )
+                elif addr in owner:
+                    yield PolicyIssue(
+                        file, lines.line(loc), key_text(loc), f"{addr} is listed twice"
+                    )
+                owner.setdefault(addr, (tenant.name, key_text(loc)))
+            if host.ip:
+                tenant_ips[tenant.name].add(host.ip)
+    jobs: set[str] = set()
+    for j, job in enumerate(policy.jobs):
+        if job.name in jobs:
+            yield PolicyIssue(
+                file, lines.line(("jobs", j, "name")), f"jobs[{j}].name", f"job {job.name!r} twice"
+            )
+        jobs.add(job.name)
+        if job.tenant not in tenant_ips:
+            yield PolicyIssue(
+                file,
+                lines.line(("jobs", j, "tenant")),
+                f"jobs[{j}].tenant",
+                f"unknown tenant {job.tenant!r}; expected one of "
+                + (", ".join(sorted(tenant_ips)) or "(none declared)"),
+            )
+            continue
+        for i, ip in enumerate(job.hosts):
+            if ip not in tenant_ips[job.tenant]:
+                loc = ("jobs", j, "hosts", i)
+                yield PolicyIssue(
+                    file,
+                    lines.line(loc),
+                    key_text(loc),
+                    f"{ip} is not an IP of tenant {job.tenant!r}; jobs live inside their tenant",
+                )

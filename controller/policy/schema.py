@@ -1,0 +1,155 @@
+"""The tenant policy: what the YAML file may say, as pydantic models.
+
+Unknown keys are errors (a misspelt key must not silently mean "default"), types are
+strict where YAML guesses (a MAC is a string, never a base-60 number), and every
+address is parsed. Cross-entry rules (a host in two tenants, a job host outside its
+tenant) are checked in ``loader.py`` after the models validate.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from controller.collectives import DIRECTIONS, NAME_RE, PATTERNS
+from controller.engineer import POLICIES
+from controller.qos import CLASSES
+
+MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HostEntry(Strict):
+    """A tenant member: by MAC, by IPv4 address, or both; optionally pinned to a port."""
+
+    mac: str | None = None
+    ip: str | None = None
+    switch: int | None = Field(default=None, description="dpid of the edge switch")
+    port: int | None = Field(default=None, ge=1, le=0xFFFFFF00)
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        low = v.lower()
+        if not MAC_RE.match(low):
+            raise ValueError(
+                f"{v!r} is not a MAC address (expected six hex pairs, e.g. 02:00:00:00:00:01)"
+            )
+        if int(low[:2], 16) & 1:
+            raise ValueError(f"{v!r} is a multicast MAC; a host needs a unicast address")
+        return low
+
+    @field_validator("ip")
+    @classmethod
+    def _ip(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            addr = ipaddress.ip_address(v)
+        except ValueError:
+            raise ValueError(f"{v!r} does not parse as an IPv4 address") from None
+        if addr.version != 4:
+            raise ValueError(f"{v!r} is IPv{addr.version}; Loom tenants use IPv4 addresses")
+        return str(addr)
+
+    @model_validator(mode="after")
+    def _identity(self) -> HostEntry:
+        if self.mac is None and self.ip is None:
+            raise ValueError("a host needs a mac, an ip, or both")
+        if self.port is not None and self.switch is None:
+            raise ValueError("port given without switch: say which switch (dpid) the port is on")
+        return self
+
+
+class Tenant(Strict):
+    name: str
+    hosts: list[HostEntry] = Field(min_length=1)
+    traffic_classes: list[str] = Field(default_factory=lambda: list(CLASSES))
+    bandwidth_mbps: float | None = Field(default=None, gt=0)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not a tenant name: 1-64 of a-z 0-9 . _ -")
+        return v
+
+    @field_validator("traffic_classes")
+    @classmethod
+    def _classes(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name not in CLASSES:
+                raise ValueError(
+                    f"{name!r} is not a traffic class; expected one of {', '.join(CLASSES)}"
+                )
+        return v
+
+
+class Job(Strict):
+    name: str
+    tenant: str
+    hosts: list[str] = Field(min_length=2)
+    pattern: str = "ring"
+    traffic_class: str = "collective"
+    ring_direction: str = "forward"
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        if v not in PATTERNS:
+            raise ValueError(
+                f"{v!r} is not a pattern; expected one of {', '.join(sorted(PATTERNS))}"
+            )
+        return v
+
+    @field_validator("ring_direction")
+    @classmethod
+    def _direction(cls, v: str) -> str:
+        if v not in DIRECTIONS:
+            raise ValueError(f"{v!r}; expected one of {', '.join(DIRECTIONS)}")
+        return v
+
+
+class Queues(Strict):
+    collective: float = Field(default=0.80, gt=0, le=1)
+    control: float = Field(default=0.05, gt=0, le=1)
+    bulk: float = Field(default=0.15, gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _sum(self) -> Queues:
+        total = self.collective + self.control + self.bulk
+        if total > 1.0 + 1e-9:
+            raise ValueError(f"queue shares add up to {total:g}; they must not exceed 1")
+        return self
+
+
+class FabricSettings(Strict):
+    poll_interval: float = Field(default=0.5, gt=0)
+    elephant_share: float = Field(default=0.1, gt=0, le=1)
+    link_capacity_mbps: float | None = Field(default=None, gt=0)
+    te: bool = True
+    qos: bool = True
+    path_policy: Literal["adaptive", "minimal", "valiant"] = "adaptive"
+    unassigned_hosts: Literal["deny", "allow"] = "deny"
+    queues: Queues = Field(default_factory=Queues)
+
+    @field_validator("path_policy")
+    @classmethod
+    def _policy(cls, v: str) -> str:
+        assert v in POLICIES
+        return v
+
+
+class Policy(Strict):
+    version: Literal[1] = 1
+    fabric: FabricSettings = Field(default_factory=FabricSettings)
+    tenants: list[Tenant] = Field(default_factory=list)
+    jobs: list[Job] = Field(default_factory=list)
