@@ -20,7 +20,7 @@ if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py):
 
 from controller.fabric import Fabric
 from controller.metrics import LoomMetrics
-from controller.model import Messages, PacketOut
+from controller.model import Messages, PacketOut, StatsRequest
 from controller.ofp import decode, encode
 from controller.ofp.compat import (
     DEAD_DISPATCHER,
@@ -55,6 +55,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.policy.reload(time.monotonic())
         self.metrics = LoomMetrics(self.fabric, policy=self.policy.status)
         self.datapaths: dict[int, Any] = {}
+        self.reads = decode.StateReads()
         self._reload_requested = False
         register_rest(kwargs, self, self.settings.api_token)
         self._serve_metrics()
@@ -112,8 +113,27 @@ class FabricApp(BaseApp):  # type: ignore[misc]
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev: Any) -> None:
+        if self.reads.take(ev.msg, "flows"):
+            return self._state_read(ev.msg.datapath.id)
         stats = decode.flow_stats(ev.msg.body)
         self.send(self.fabric.flow_stats(time.monotonic(), ev.msg.datapath.id, stats))
+
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    def _group_desc(self, ev: Any) -> None:
+        if self.reads.take(ev.msg, "groups"):
+            self._state_read(ev.msg.datapath.id)
+
+    @set_ev_cls(ofp_event.EventOFPMeterConfigStatsReply, MAIN_DISPATCHER)
+    def _meter_config(self, ev: Any) -> None:
+        if self.reads.take(ev.msg, "meters"):
+            self._state_read(ev.msg.datapath.id)
+
+    def _state_read(self, dpid: int) -> None:
+        """All of a reconnected switch's contents are in: hand them to the core."""
+        parts = self.reads.complete(dpid)
+        if parts is not None:
+            flows, groups, meters = parts
+            self.send(self.fabric.switch_state(time.monotonic(), dpid, flows, groups, meters))
 
     @set_ev_cls(ofp_event.EventOFPGroupStatsReply, MAIN_DISPATCHER)
     def _group_stats(self, ev: Any) -> None:
@@ -162,4 +182,6 @@ class FabricApp(BaseApp):  # type: ignore[misc]
                 for msg in msgs:
                     if isinstance(msg, PacketOut) == want_packets:
                         for ofmsg in encode.encode(dp, msg):
-                            dp.send_msg(ofmsg)
+                            dp.send_msg(ofmsg)  # sets ofmsg.xid
+                            if isinstance(msg, StatsRequest) and msg.sync:
+                                self.reads.expect(dpid, ofmsg.xid, msg.kind)

@@ -10,6 +10,7 @@ missing group (make-before-break): meters and groups first, flows, then removals
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Hashable, Iterable
 
 from controller.flows import IP_PROTO_TCP, IP_PROTO_UDP, FlowKey
@@ -175,9 +176,12 @@ def destination_plan(
                 local = (Output(host.port),)
                 from_host = Match.of(eth_dst=host.mac, metadata=_from_edge(tenant_id(host)))
                 transit = Match.of(eth_dst=host.mac, metadata=(META_FROM_FABRIC, META_FROM_FABRIC))
+                # the host's address rides in the cookie: a restarted controller reads
+                # its hosts back from the switches (see Fabric.switch_state)
+                at_host = make_cookie(CookieKind.HOST, _ip_int(host.ip))
                 for match in (from_host, transit):
                     rules.add_flow(
-                        FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, match, local, cookie=cookie)
+                        FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, match, local, cookie=at_host)
                     )
         elif ports and hosts:
             buckets = tuple(Bucket((Output(p),), weight=1, watch_port=p) for p in ports)
@@ -197,6 +201,10 @@ def destination_plan(
         if rules.flows or rules.groups:
             plan[dpid] = rules
     return plan
+
+
+def _ip_int(ip: str | None) -> int:
+    return int(ipaddress.IPv4Address(ip)) if ip else 0
 
 
 def _from_edge(tenant: int) -> tuple[int, int]:
@@ -257,17 +265,45 @@ def _flow_sort_key(key: tuple[int, int, Match]) -> tuple[int, int, Match]:
 
 
 class RuleStore:
-    """What Loom has sent, per owner and switch; turns new plans into messages."""
+    """What Loom has sent, per owner and switch; turns new plans into messages.
+
+    Rules read back from a switch that (re)connected are *adopted*: an owner whose plan
+    contains one takes it over without a message (or with a modify if it differs), so a
+    controller restart resends nothing that is already right; what no owner claims is
+    deleted only when ``release`` says the controller has relearned the fabric.
+    """
 
     def __init__(self) -> None:
         self.parts: dict[Owner, Plan] = {}
+        self.adopted: dict[int, SwitchRules] = {}
+
+    def adopt(self, dpid: int, rules: SwitchRules) -> None:
+        self.adopted[dpid] = rules
+
+    def release(self, dpid: int) -> list[Message]:
+        """Delete what was read back from ``dpid`` and no owner claimed."""
+        return diff(self.adopted.pop(dpid, SwitchRules()), SwitchRules())
+
+    def _claim(self, dpid: int, old: SwitchRules, new: SwitchRules) -> SwitchRules:
+        adopted = self.adopted.get(dpid)
+        if adopted is None:
+            return old
+        have = old.copy()
+        for key in [k for k in new.flows if k in adopted.flows and k not in old.flows]:
+            have.flows[key] = adopted.flows.pop(key)
+        for gid in [g for g in new.groups if g in adopted.groups and g not in old.groups]:
+            have.groups[gid] = adopted.groups.pop(gid)
+        for mid in [m for m in new.meters if m in adopted.meters and m not in old.meters]:
+            have.meters[mid] = adopted.meters.pop(mid)
+        return have
 
     def replace(self, owner: Owner, plan: Plan) -> Messages:
         """Make ``owner``'s rules equal ``plan`` and return the messages that do it."""
         old = self.parts.get(owner, {})
         out: Messages = {}
         for dpid in sorted(set(old) | set(plan)):
-            msgs = diff(old.get(dpid, SwitchRules()), plan.get(dpid, SwitchRules()))
+            new = plan.get(dpid, SwitchRules())
+            msgs = diff(self._claim(dpid, old.get(dpid, SwitchRules()), new), new)
             if msgs:
                 out[dpid] = msgs
         kept = {
@@ -288,7 +324,8 @@ class RuleStore:
         return sorted((o for o in self.parts if kind is None or o[0] == kind), key=repr)
 
     def forget_switch(self, dpid: int) -> None:
-        """The switch lost its state (reconnect, clear): nothing is installed there now."""
+        """Loom no longer knows what the switch holds (it disconnected or reconnected)."""
+        self.adopted.pop(dpid, None)
         for owner in list(self.parts):
             self.parts[owner].pop(dpid, None)
             if not self.parts[owner]:

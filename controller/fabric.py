@@ -8,6 +8,7 @@ into the next ``tick`` while a port going down is handled at once.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -25,14 +26,16 @@ from controller.model import (
     OFPP_CONTROLLER,
     OFPP_TABLE,
     ArpFrame,
-    ClearSwitch,
     CookieKind,
     EthFrame,
+    FlowRule,
     FlowStats,
+    GroupRule,
     GroupStats,
     LldpFrame,
     Message,
     Messages,
+    MeterRule,
     Output,
     PacketIn,
     PacketOut,
@@ -41,6 +44,7 @@ from controller.model import (
     RawFrame,
     StatsKind,
     StatsRequest,
+    SwitchRules,
     Table,
     cookie_kind,
     merge,
@@ -73,6 +77,7 @@ class FabricConfig:
     poll_interval: float = 0.5
     link_capacity_mbps: float | None = None  # overrides what ports report (emulated links)
     qos: bool = True  # DSCP classes and queues (off: jobs are placed but not prioritised)
+    settle_time: float = 4.0  # after a switch is read back: when to drop what no plan claims
     te: TeConfig = field(default_factory=TeConfig)
 
 
@@ -98,22 +103,70 @@ class Fabric:
         self.events: Counter[str] = Counter()
         self._dirty = False
         self._next_lldp = 0.0
+        self._syncing: dict[int, float] = {}  # dpid -> when its contents were requested
+        self._adopted_at: dict[int, float] = {}  # dpid -> when what it held was adopted
+        self._last_change = 0.0  # last time the routed graph changed
         self._next_poll = 0.0
         self._planned_at: dict[str, int] = {}  # host MAC -> destination switch it is routed to
         self._routed_macs: dict[int, set[str]] = {}
 
     # -- switch lifecycle -----------------------------------------------------
     def switch_up(self, now: float, dpid: int, ports: list[PortDesc]) -> Messages:
-        """A switch connected: wipe it, give it the base pipeline, start discovery."""
+        """A switch connected: read what it holds before changing anything (it may have
+        kept forwarding while Loom was away), and start discovery."""
         self.events["switch_up"] += 1
         self.topo.add_switch(dpid, ports)
         self.store.forget_switch(dpid)
         self.telemetry.forget_switch(dpid)
-        out: Messages = {dpid: [ClearSwitch()]}
-        merge(out, self._replan_base(dpid))
+        self._syncing[dpid] = now
+        self._adopted_at.pop(dpid, None)
+        reads = [
+            StatsRequest(kind, sync=True)
+            for kind in (StatsKind.FLOW, StatsKind.GROUP_DESC, StatsKind.METER_CONFIG)
+        ]
+        out: Messages = {dpid: list(reads)}
         merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
-        self._dirty = True
         return out
+
+    def switch_state(
+        self,
+        now: float,
+        dpid: int,
+        flows: list[FlowRule],
+        groups: list[GroupRule],
+        meters: list[MeterRule],
+    ) -> Messages:
+        """What a (re)connected switch holds: adopt it, recover its hosts from their
+        delivery rules, then send only the differences. Rules no plan claims are removed
+        once the fabric has been relearned (``settle``)."""
+        if dpid not in self._syncing or dpid not in self.topo.switches:
+            return {}
+        del self._syncing[dpid]
+        held = SwitchRules()
+        for rule in flows:
+            if cookie_kind(rule.cookie) is not None:  # Loom's own; others are left alone
+                held.add_flow(rule)
+        for group in groups:
+            held.add_group(group)
+        for meter in meters:
+            held.meters[meter.meter_id] = meter
+        self.store.adopt(dpid, held)
+        self._adopted_at[dpid] = now
+        self._recover_hosts(now, dpid, held)
+        self.events["switch_adopted"] += 1
+        return self._replan_all(now)
+
+    def _recover_hosts(self, now: float, dpid: int, held: SwitchRules) -> None:
+        for rule in held.flows.values():
+            if cookie_kind(rule.cookie) is not CookieKind.HOST or not rule.actions:
+                continue
+            mac, out = rule.match.get("eth_dst"), rule.actions[0]
+            ip_int = rule.cookie & 0xFFFF_FFFF
+            if isinstance(mac, str) and isinstance(out, Output) and mac not in self.topo.hosts:
+                ip = str(ipaddress.IPv4Address(ip_int)) if ip_int else None
+                tenant = self.tenants.tenant_of(mac, ip, dpid, out.port)
+                if tenant is not None:
+                    self.topo.learn_host(now, mac, ip, dpid, out.port, tenant)
 
     def switch_down(self, now: float, dpid: int) -> Messages:
         self.events["switch_down"] += 1
@@ -121,7 +174,7 @@ class Fabric:
         self.store.forget_switch(dpid)
         self.telemetry.forget_switch(dpid)
         self.te.forget_switch(dpid)
-        return self._replan_all()
+        return self._replan_all(now)
 
     def port_status(self, now: float, dpid: int, desc: PortDesc, deleted: bool = False) -> Messages:
         """PortStatus: a dead port takes its links down now, without waiting for LLDP."""
@@ -134,7 +187,7 @@ class Fabric:
         )
         out: Messages = {}
         if self.topo.port_changed(dpid, desc, deleted):
-            merge(out, self._replan_all())
+            merge(out, self._replan_all(now))
         if desc.up and not deleted and desc.port_no <= MAX_PHYSICAL_PORT:
             merge(out, self._lldp_for(dpid, [desc.port_no]))
         return out
@@ -154,7 +207,7 @@ class Fabric:
             changed, packets = self.arp.handle(
                 now, self.topo, pkt.dpid, pkt.in_port, frame, self.tenants
             )
-            out = self._replan_host(frame.sha) if changed else {}
+            out = self._replan_host(now, frame.sha) if changed else {}
             return merge(out, packets)
         if isinstance(frame, EthFrame) and cookie_kind(pkt.cookie) is CookieKind.CATCH:
             self.events["flow_in"] += 1
@@ -216,6 +269,11 @@ class Fabric:
     def tick(self, now: float) -> Messages:
         """Periodic work: expire links and ARP waits, apply batched changes, send LLDP."""
         out: Messages = {}
+        settle = self.config.settle_time
+        for dpid, adopted in list(self._adopted_at.items()):
+            if now - adopted >= settle and now - self._last_change >= settle / 2:
+                del self._adopted_at[dpid]
+                merge(out, {dpid: self.store.release(dpid)} if dpid in self.store.adopted else {})
         receiving = self.telemetry.receiving(now, 2 * self.config.poll_interval)
         expired = self.topo.expire_links(now, self.config.lldp_timeout, receiving)
         for link in expired:
@@ -229,7 +287,7 @@ class Fabric:
             self._dirty = True
         self.arp.expire(now)
         if self._dirty:
-            merge(out, self._replan_all())
+            merge(out, self._replan_all(now))
         merge(
             out,
             self._commit(self.te.tick(now, self.topo, self.routes, self.telemetry, self.capacity)),
@@ -292,6 +350,8 @@ class Fabric:
         was sent and what the store believes in agreement."""
         out: Messages = {}
         for owner, plan in plans.items():
+            if self._syncing:  # nothing goes to a switch whose contents are not read yet
+                plan = {dpid: rules for dpid, rules in plan.items() if dpid not in self._syncing}
             merge(out, self.store.replace(owner, plan))
             if owner[0] == "dest" and isinstance(owner[1], int):
                 self._note_routed(owner[1], bool(plan))
@@ -313,8 +373,9 @@ class Fabric:
         self.timings, self.te.timings = [], []
         return out
 
-    def _replan_all(self) -> Messages:
+    def _replan_all(self, now: float) -> Messages:
         self._dirty = False
+        self._last_change = max(self._last_change, now)
         self.events["replan_all"] += 1
         started = self.timer()
         dests = sorted({h.dpid for h in self.topo.hosts.values()})
@@ -332,11 +393,11 @@ class Fabric:
                 plans.setdefault(owner, {})  # gone: switches, hosts, flows, jobs, tenants
         return self._commit(plans)
 
-    def _replan_host(self, mac: str) -> Messages:
+    def _replan_host(self, now: float, mac: str) -> Messages:
         """A host appeared or moved: re-plan its switch (and any switch it left)."""
         self.events["host_changed"] += 1
         if self._dirty:  # routes are stale: plan everything on the fresh graph
-            return self._replan_all()
+            return self._replan_all(now)
         host = self.topo.hosts[mac]
         plans: dict[Owner, Plan] = {("dest", host.dpid): self._dest_plan(host.dpid)}
         plans.update(self._tenant_plans({host.tenant} | self._tenants_before.get(mac, set())))
@@ -374,7 +435,7 @@ class Fabric:
                 self._job_order += 1
                 self.jobs[name] = JobState(_spec_of(declared), self._job_order, source="policy")
         self.events["policy_applied"] += 1
-        return self._replan_all()
+        return self._replan_all(now)
 
     def _check_job_tenant(self, spec: JobSpec) -> None:
         if not self.tenants.enforcing:

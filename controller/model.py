@@ -64,6 +64,8 @@ class CookieKind(IntEnum):
     JOB = 4
     TENANT = 5
     CATCH = 6  # copies the first packets of untracked flows to the controller
+    HOST = 7  # delivery to a host on its switch; the ident is the host's IPv4 address
+    PROTECT = 8  # fast-failover groups and the detour tunnels behind them
 
 
 def make_cookie(kind: CookieKind, ident: int = 0) -> int:
@@ -141,7 +143,17 @@ class SetQueue:
     queue_id: int
 
 
-Action = Output | GroupAction | SetField | SetQueue
+@dataclass(frozen=True)
+class PushVlan:
+    ethertype: int = 0x8100
+
+
+@dataclass(frozen=True)
+class PopVlan:
+    pass
+
+
+Action = Output | GroupAction | SetField | SetQueue | PushVlan | PopVlan
 
 # ---------------------------------------------------------------------------
 # Rules: what the core wants a switch to hold
@@ -365,16 +377,20 @@ class StatsKind(Enum):
     PORT = "port"
     FLOW = "flow"
     GROUP = "group"
+    GROUP_DESC = "group_desc"
+    METER_CONFIG = "meter_config"
 
 
 @dataclass(frozen=True)
 class StatsRequest:
-    """Ask a switch for counters; flow requests filter by table and cookie kind."""
+    """Ask a switch for counters or contents; flow requests filter by table and cookie.
+    ``sync`` marks the requests that read a (re)connected switch's whole state."""
 
     kind: StatsKind
     table: int | None = None
     cookie: int = 0
     cookie_mask: int = 0
+    sync: bool = False
 
 
 Message = FlowMod | GroupMod | MeterMod | PacketOut | ClearSwitch | StatsRequest

@@ -10,6 +10,7 @@ tests assert on what the fake fabric's traces show.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import networkx as nx
@@ -29,7 +30,7 @@ from controller.model import (
     StatsKind,
     StatsRequest,
 )
-from controller.ofp import encode, frames
+from controller.ofp import decode, encode, frames
 from controller.ofp.compat import ofp, parser
 from tests.fakefabric import FakeFabric
 from tests.fakefabric.model import Trace
@@ -102,8 +103,33 @@ class LoomSim:
         for dpid, req in stats:
             self._answer_stats(dpid, req)
 
+    def read_switch(self, dpid: int) -> tuple[list, list, list]:  # type: ignore[type-arg]
+        """What the fake switch holds, decoded the way the shim decodes a real dump."""
+        flows = [
+            decode.flow_rule(
+                SimpleNamespace(
+                    table_id=e.table_id,
+                    priority=e.priority,
+                    match=parser.OFPMatch(**e.match),
+                    instructions=e.instructions,
+                    cookie=e.cookie,
+                    idle_timeout=e.idle_timeout,
+                    hard_timeout=e.hard_timeout,
+                )
+            )
+            for e in self.fake.flows(dpid)
+        ]
+        groups = [decode.group_rule(g) for g in self.fake.groups(dpid).values()]
+        meters = [decode.meter_rule(m) for m in self.fake.meters(dpid).values()]
+        return ([f for f in flows if f], [g for g in groups if g], [m for m in meters if m])
+
     def _answer_stats(self, dpid: int, req: StatsRequest) -> None:
-        """Flow statistics from the fake tables' counters (ports and groups: not modelled)."""
+        """Flow statistics from the fake tables' counters (ports and groups: not modelled);
+        a switch's whole contents for the reads after it (re)connects."""
+        if req.sync:
+            if req.kind is StatsKind.FLOW:  # one answer for the three reads
+                self.apply(self.core.switch_state(self.now, dpid, *self.read_switch(dpid)))
+            return
         if req.kind is not StatsKind.FLOW:
             return
         entries = [
@@ -230,6 +256,24 @@ class LoomSim:
         self.announce_hosts()
         self.advance(0.2)
         return self
+
+    def restart_controller(self, config: FabricConfig | None = None) -> list[Messages]:
+        """A new controller process: the switches keep their tables and reconnect.
+        Returns every batch of messages the new controller sent, for inspection."""
+        self.core = Fabric(config or self.core.config)
+        sent: list[Messages] = []
+        original = self.apply
+
+        def recording(messages: Messages) -> None:
+            sent.append(messages)
+            original(messages)
+
+        self.apply = recording  # type: ignore[method-assign]
+        try:
+            self.connect_all()
+        finally:
+            self.apply = original  # type: ignore[method-assign]
+        return sent
 
     def fail_link(self, a: str, b: str) -> None:
         """Take a link down as a switch would report it: PortStatus from both ends."""

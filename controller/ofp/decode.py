@@ -4,7 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.model import FlowStats, GroupStats, Match, PacketIn, PortDesc, PortStats
+from controller.model import (
+    Action,
+    Bucket,
+    FlowRule,
+    FlowStats,
+    GroupAction,
+    GroupRule,
+    GroupStats,
+    GroupType,
+    Match,
+    MeterRule,
+    Output,
+    PacketIn,
+    PopVlan,
+    PortDesc,
+    PortStats,
+    PushVlan,
+    SetField,
+    SetQueue,
+    StatsKind,
+)
 from controller.ofp.compat import ofp
 from controller.ofp.frames import decode
 
@@ -67,3 +87,135 @@ def group_stats(body: list[Any]) -> list[GroupStats]:
         )
         for s in body
     ]
+
+
+# -- a switch's whole state, read back after it (re)connects -------------------------
+
+GROUP_TYPES = {
+    ofp.OFPGT_ALL: GroupType.ALL,
+    ofp.OFPGT_SELECT: GroupType.SELECT,
+    ofp.OFPGT_INDIRECT: GroupType.INDIRECT,
+    ofp.OFPGT_FF: GroupType.FAST_FAILOVER,
+}
+
+
+def action(a: Any) -> Action | None:
+    """A Ryu action as a domain action; ``None`` for one Loom never writes."""
+    name = type(a).__name__
+    if name == "OFPActionOutput":
+        max_len = (
+            None
+            if a.max_len == ofp.OFPCML_NO_BUFFER or a.port != ofp.OFPP_CONTROLLER
+            else a.max_len
+        )
+        return Output(a.port, max_len)
+    if name == "OFPActionGroup":
+        return GroupAction(a.group_id)
+    if name == "OFPActionSetField":
+        return SetField(a.key, a.value)
+    if name == "OFPActionSetQueue":
+        return SetQueue(a.queue_id)
+    if name == "OFPActionPushVlan":
+        return PushVlan(a.ethertype)
+    if name == "OFPActionPopVlan":
+        return PopVlan()
+    return None
+
+
+def _actions(acts: list[Any]) -> tuple[Action, ...] | None:
+    out = [action(a) for a in acts]
+    return None if any(a is None for a in out) else tuple(a for a in out if a is not None)
+
+
+def flow_rule(s: Any) -> FlowRule | None:
+    """An installed flow entry as a ``FlowRule`` (``None``: not something Loom writes)."""
+    actions: tuple[Action, ...] = ()
+    goto = meta = meter = None
+    for inst in s.instructions:
+        name = type(inst).__name__
+        if name == "OFPInstructionActions" and inst.type == ofp.OFPIT_APPLY_ACTIONS:
+            acts = _actions(inst.actions)
+            if acts is None:
+                return None
+            actions = acts
+        elif name == "OFPInstructionGotoTable":
+            goto = inst.table_id
+        elif name == "OFPInstructionWriteMetadata":
+            meta = (inst.metadata, inst.metadata_mask)
+        elif name == "OFPInstructionMeter":
+            meter = inst.meter_id
+        else:
+            return None
+    match = Match.of(**dict(s.match.items()))
+    return FlowRule(
+        s.table_id,
+        s.priority,
+        match,
+        actions,
+        goto,
+        meta,
+        meter,
+        s.cookie,
+        s.idle_timeout,
+        s.hard_timeout,
+    )
+
+
+def group_rule(s: Any) -> GroupRule | None:
+    kind = GROUP_TYPES.get(s.type)
+    buckets = []
+    for b in s.buckets:
+        acts = _actions(b.actions)
+        if kind is None or acts is None:
+            return None
+        buckets.append(Bucket(acts, b.weight, b.watch_port, b.watch_group))
+    return GroupRule(s.group_id, kind, tuple(buckets)) if kind else None
+
+
+def meter_rule(s: Any) -> MeterRule | None:
+    bands = [b for b in s.bands if type(b).__name__ == "OFPMeterBandDrop"]
+    if len(bands) != 1 or not s.flags & ofp.OFPMF_KBPS:
+        return None
+    return MeterRule(s.meter_id, bands[0].rate, bands[0].burst_size)
+
+
+class StateReads:
+    """Collects the multipart replies to the requests that read a switch's contents
+    (flows, groups, meters), so the core gets them complete and at once."""
+
+    KINDS = {
+        StatsKind.FLOW: "flows",
+        StatsKind.GROUP_DESC: "groups",
+        StatsKind.METER_CONFIG: "meters",
+    }
+
+    def __init__(self) -> None:
+        self.pending: dict[int, dict[int, str]] = {}  # dpid -> xid -> part
+        self.parts: dict[int, dict[str, list[Any]]] = {}
+        self.done: dict[int, set[str]] = {}
+
+    def expect(self, dpid: int, xid: int, kind: StatsKind) -> None:
+        if not self.pending.get(dpid):
+            self.parts[dpid], self.done[dpid] = {"flows": [], "groups": [], "meters": []}, set()
+        self.pending.setdefault(dpid, {})[xid] = self.KINDS[kind]
+
+    def take(self, msg: Any, part: str) -> bool:
+        """Keep a reply if it answers one of our reads; True when it did."""
+        dpid = msg.datapath.id
+        if self.pending.get(dpid, {}).get(msg.xid) != part:
+            return False
+        self.parts[dpid][part].extend(msg.body)
+        if not msg.flags & ofp.OFPMPF_REPLY_MORE:
+            self.done[dpid].add(part)
+            del self.pending[dpid][msg.xid]
+        return True
+
+    def complete(self, dpid: int) -> tuple[list[FlowRule], list[GroupRule], list[MeterRule]] | None:
+        if self.done.get(dpid) != {"flows", "groups", "meters"}:
+            return None
+        parts = self.parts.pop(dpid)
+        self.done.pop(dpid)
+        flows = [r for r in map(flow_rule, parts["flows"]) if r is not None]
+        groups = [g for g in map(group_rule, parts["groups"]) if g is not None]
+        meters = [m for m in map(meter_rule, parts["meters"]) if m is not None]
+        return flows, groups, meters

@@ -19,6 +19,8 @@ from controller.model import (
     Op,
     Output,
     PacketOut,
+    PopVlan,
+    PushVlan,
     SetField,
     SetQueue,
     StatsKind,
@@ -54,6 +56,10 @@ def action(act: Action) -> Any:
         return parser.OFPActionSetField(**{act.field: act.value})
     if isinstance(act, SetQueue):
         return parser.OFPActionSetQueue(act.queue_id)
+    if isinstance(act, PushVlan):
+        return parser.OFPActionPushVlan(act.ethertype)
+    if isinstance(act, PopVlan):
+        return parser.OFPActionPopVlan()
     raise TypeError(f"no OpenFlow encoding for action {act!r}")
 
 
@@ -145,6 +151,10 @@ def stats_request(dp: Any, msg: StatsRequest) -> Any:
         return parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY)
     if msg.kind is StatsKind.GROUP:
         return parser.OFPGroupStatsRequest(dp, 0, ofp.OFPG_ALL)
+    if msg.kind is StatsKind.GROUP_DESC:
+        return parser.OFPGroupDescStatsRequest(dp, 0)
+    if msg.kind is StatsKind.METER_CONFIG:
+        return parser.OFPMeterConfigStatsRequest(dp, 0, ofp.OFPM_ALL)
     table = ofp.OFPTT_ALL if msg.table is None else int(msg.table)
     return parser.OFPFlowStatsRequest(
         dp, 0, table, ofp.OFPP_ANY, ofp.OFPG_ANY, msg.cookie, msg.cookie_mask, parser.OFPMatch()

@@ -68,9 +68,24 @@ ATTACKS = {
     "broadcast destination": {"eth_dst": "ff:ff:ff:ff:ff:ff"},
     "multicast destination": {"eth_dst": "01:00:5e:00:00:01", "ipv4_dst": "224.0.0.1"},
     "unknown destination MAC": {"eth_dst": "02:00:00:00:99:99"},
-    "UDP to blue": {"ip_proto": 17, "udp_src": 1, "udp_dst": 4791, "tcp_src": None, "tcp_dst": None},
-    "non-IP ethertype": {"eth_type": 0x88B5, "ip_proto": None, "ipv4_src": None, "ipv4_dst": None,
-                         "tcp_src": None, "tcp_dst": None, "ip_dscp": None, "ip_ecn": None, "ip_ttl": None},
+    "UDP to blue": {
+        "ip_proto": 17,
+        "udp_src": 1,
+        "udp_dst": 4791,
+        "tcp_src": None,
+        "tcp_dst": None,
+    },
+    "non-IP ethertype": {
+        "eth_type": 0x88B5,
+        "ip_proto": None,
+        "ipv4_src": None,
+        "ipv4_dst": None,
+        "tcp_src": None,
+        "tcp_dst": None,
+        "ip_dscp": None,
+        "ip_ecn": None,
+        "ip_ttl": None,
+    },
 }
 
 
@@ -86,12 +101,21 @@ def test_attack_frames_stop_at_the_ingress(sim: LoomSim, name: str) -> None:
 def test_arp_between_tenants_is_never_answered_and_lying_arp_is_refused(sim: LoomSim) -> None:
     a, b = sim.graph.nodes["h6"], sim.graph.nodes["h7"]
     before = sim.fake.packet_outs(sim.graph.nodes["e1_0"]["dpid"])  # h6's edge switch
-    sim.host_sends("h6", ArpFrame(1, a["mac"], "ff:ff:ff:ff:ff:ff", a["mac"], a["ip"], "00:00:00:00:00:00", b["ip"]))
+    sim.host_sends(
+        "h6",
+        ArpFrame(1, a["mac"], "ff:ff:ff:ff:ff:ff", a["mac"], a["ip"], "00:00:00:00:00:00", b["ip"]),
+    )
     assert sim.fake.packet_outs(sim.graph.nodes["e1_0"]["dpid"]) == before  # no reply, no probe
     rejected = sim.core.arp.rejected
     # h6 claims blue's address: refused, and blue's host keeps its address
-    sim.host_sends("h6", ArpFrame(2, a["mac"], "ff:ff:ff:ff:ff:ff", a["mac"], b["ip"], "00:00:00:00:00:00", b["ip"]))
-    sim.host_sends("h6", ArpFrame(1, b["mac"], "ff:ff:ff:ff:ff:ff", b["mac"], b["ip"], "00:00:00:00:00:00", a["ip"]))
+    sim.host_sends(
+        "h6",
+        ArpFrame(2, a["mac"], "ff:ff:ff:ff:ff:ff", a["mac"], b["ip"], "00:00:00:00:00:00", b["ip"]),
+    )
+    sim.host_sends(
+        "h6",
+        ArpFrame(1, b["mac"], "ff:ff:ff:ff:ff:ff", b["mac"], b["ip"], "00:00:00:00:00:00", a["ip"]),
+    )
     assert sim.core.arp.rejected == rejected + 2
     assert sim.core.topo.host_by_ip(b["ip"]).mac == b["mac"]
 
@@ -111,8 +135,12 @@ def test_reload_changes_only_the_changed_tenant(sim: LoomSim) -> None:
     moved = dict(TENANTS, green=range(12, 17))  # h16 joins green
     text = policy_text(sim.graph, moved)
     out = sim.core.apply_policy(sim.now, parse_policy(text))
-    touched = {(d, m.rule.cookie >> 40 & 0xFF, m.rule.cookie & 0xFFFF) for d, ms in out.items()
-               for m in ms if isinstance(m, FlowMod)}
+    touched = {
+        (d, m.rule.cookie >> 40 & 0xFF, m.rule.cookie & 0xFFFF)
+        for d, ms in out.items()
+        for m in ms
+        if isinstance(m, FlowMod)
+    }
     red, blue = sim.core.tenants.id_of("red"), sim.core.tenants.id_of("blue")
     assert not any(kind == CookieKind.TENANT and ident in (red, blue) for _, kind, ident in touched)
     assert not any(isinstance(m, GroupMod | MeterMod) for ms in out.values() for m in ms)

@@ -7,6 +7,7 @@ import networkx as nx
 from controller.compiler import RuleStore, base_plan, destination_plan, diff, group_id_for
 from controller.model import (
     META_FROM_FABRIC,
+    META_TENANT_MASK,
     Bucket,
     FlowMod,
     FlowRule,
@@ -122,6 +123,7 @@ def test_destination_plan_hashes_at_ingress_and_spreads_in_transit() -> None:
     plan = destination_plan(2, hosts, routes, [1, 2, 3])
     local = plan[2].flows
     assert {r.actions for r in local.values()} == {(Output(1),), (Output(2),)}
+    assert len(local) == 4  # per host: from an edge port (tenant checked) and in transit
     gid = group_id_for(2)
     assert plan[1].groups[gid].buckets == (
         Bucket((Output(3),), 1, watch_port=3),
@@ -137,7 +139,9 @@ def test_destination_plan_hashes_at_ingress_and_spreads_in_transit() -> None:
     )
     assert [r.actions for r in transit] == [(Output(3),), (Output(4),)]  # rank 0 -> 3, rank 1 -> 4
     ingress = [
-        r for r in plan[1].flows.values() if r.match.get("metadata") == (0, META_FROM_FABRIC)
+        r
+        for r in plan[1].flows.values()
+        if r.match.get("metadata") == (0, META_TENANT_MASK | META_FROM_FABRIC)
     ]
     assert all(r.actions == (GroupAction(gid),) for r in ingress) and len(ingress) == 2
     assert plan[3].groups[gid].buckets == (Bucket((Output(7),), 1, watch_port=7),)

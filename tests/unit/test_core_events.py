@@ -8,7 +8,6 @@ from controller.model import (
     CONTROLLER_MAC,
     OFPP_TABLE,
     ArpFrame,
-    ClearSwitch,
     EthFrame,
     FlowMod,
     GroupMod,
@@ -19,6 +18,8 @@ from controller.model import (
     PacketOut,
     PortDesc,
     RawFrame,
+    StatsKind,
+    StatsRequest,
 )
 from controller.topology import Topology
 
@@ -30,11 +31,17 @@ def ports(*nums: int) -> list[PortDesc]:
     return [PortDesc(n) for n in nums]
 
 
+def up(f: Fabric, dpid: int, port_list: list[PortDesc], now: float = 0.0) -> None:
+    """A new switch connects and reports that it holds nothing."""
+    f.switch_up(now, dpid, port_list)
+    f.switch_state(now, dpid, [], [], [])
+
+
 def line_fabric() -> Fabric:
     """Two switches 1 and 2 linked 1:3 <-> 2:3; hosts will sit on port 1 of each."""
     f = Fabric(FabricConfig(lldp_interval=1.0, lldp_timeout=3.5))
-    f.switch_up(0.0, 1, ports(1, 2, 3))
-    f.switch_up(0.0, 2, ports(1, 2, 3))
+    up(f, 1, ports(1, 2, 3))
+    up(f, 2, ports(1, 2, 3))
     f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3)))
     f.packet_in(0.1, PacketIn(1, 3, LldpFrame(2, 3)))
     f.tick(0.2)
@@ -51,19 +58,22 @@ def packet_outs(msgs: dict, dpid: int) -> list[PacketOut]:
     return [m for m in msgs.get(dpid, []) if isinstance(m, PacketOut)]
 
 
-def test_switch_up_clears_installs_base_and_sends_lldp_everywhere() -> None:
+def test_switch_up_reads_the_switch_first_then_installs_the_base_pipeline() -> None:
     f = Fabric()
     out = f.switch_up(5.0, 7, ports(1, 2))
-    assert out[7][0] == ClearSwitch()
-    assert any(isinstance(m, FlowMod) and m.op is Op.ADD for m in out[7])
+    reads = [m for m in out[7] if isinstance(m, StatsRequest)]
+    assert {r.kind for r in reads} == {StatsKind.FLOW, StatsKind.GROUP_DESC, StatsKind.METER_CONFIG}
+    assert all(r.sync for r in reads) and not any(isinstance(m, FlowMod) for m in out[7])
     lldp = [m.frame for m in packet_outs(out, 7)]
     assert lldp == [LldpFrame(7, 1), LldpFrame(7, 2)]
+    installed = f.switch_state(5.1, 7, [], [], [])
+    assert any(isinstance(m, FlowMod) and m.op is Op.ADD for m in installed[7])
 
 
 def test_lldp_discovers_links_and_batches_the_replan_into_tick() -> None:
     f = Fabric()
-    f.switch_up(0.0, 1, ports(1, 3))
-    f.switch_up(0.0, 2, ports(1, 3))
+    up(f, 1, ports(1, 3))
+    up(f, 2, ports(1, 3))
     assert f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3))) == {}
     assert f.topo.is_fabric_port((1, 3)) and f.topo.is_fabric_port((2, 3))
     out = f.tick(0.2)
@@ -171,7 +181,7 @@ def test_host_move_only_after_its_old_port_went_down_and_replans_both_switches()
 def test_port_down_sends_only_the_difference() -> None:
     f = Fabric()
     for dpid in (1, 2, 3):
-        f.switch_up(0.0, dpid, ports(1, 2, 3))
+        up(f, dpid, ports(1, 2, 3))
     # triangle: 1:2-2:2, 2:3-3:3, 1:3-3:2
     for a, b in [((1, 2), (2, 2)), ((2, 3), (3, 3)), ((1, 3), (3, 2))]:
         f.packet_in(0.1, PacketIn(b[0], b[1], LldpFrame(*a)))
@@ -209,7 +219,7 @@ def test_switch_down_removes_its_links_and_hosts() -> None:
 def test_host_learned_while_discovery_is_pending_plans_on_the_fresh_graph() -> None:
     f = Fabric()
     for dpid in (1, 2, 3):
-        f.switch_up(0.0, dpid, ports(1, 2, 3))
+        up(f, dpid, ports(1, 2, 3))
     f.packet_in(0.1, PacketIn(2, 2, LldpFrame(1, 2)))
     f.packet_in(0.1, PacketIn(1, 2, LldpFrame(2, 2)))
     f.tick(0.2)
@@ -229,7 +239,8 @@ def test_a_link_still_carrying_traffic_outlives_late_lldp() -> None:
     from controller.model import PortStats
 
     f = line_fabric()
-    for t, packets in ((1.0, 100), (1.5, 200), (2.0, 300), (2.5, 400), (3.0, 500), (3.5, 600), (4.0, 700)):
+    for i in range(7):
+        t, packets = 1.0 + 0.5 * i, 100 * (i + 1)
         f.port_stats(t, 2, [PortStats(3, rx_packets=packets)])  # switch 2 keeps receiving on 3
         f.port_stats(t, 1, [PortStats(3, rx_packets=packets)])
         f.tick(t)

@@ -39,7 +39,10 @@ def test_a_valid_policy_loads() -> None:
     policy = parse_policy(GOOD, "p.yaml")
     assert [t.name for t in policy.tenants] == ["red", "blue"]
     assert policy.tenants[0].hosts[0].mac == "02:00:00:00:00:01"  # unquoted MAC kept as text
-    assert policy.fabric.unassigned_hosts == "deny" and policy.jobs[0].hosts == ["10.0.0.2", "10.0.0.3"]
+    assert policy.fabric.unassigned_hosts == "deny" and policy.jobs[0].hosts == [
+        "10.0.0.2",
+        "10.0.0.3",
+    ]
 
 
 def test_the_shipped_example_is_valid() -> None:
@@ -50,31 +53,72 @@ def test_the_shipped_example_is_valid() -> None:
 @pytest.mark.parametrize(
     "old,new,expected",
     [
-        ("  poll_interval: 0.5", "  pol_interval: 0.5",
-         "p.yaml:3: fabric.pol_interval: unknown key; expected one of poll_interval"),
-        ("  poll_interval: 0.5", "  poll_interval: soon",
-         "p.yaml:3: fabric.poll_interval: Input should be a valid number"),
-        ("ip: 10.0.0.2}", "ip: 10.0.0.256}",
-         "p.yaml:7: tenants[0].hosts[0].ip: '10.0.0.256' does not parse as an IPv4 address"),
-        ("ip: 10.0.0.2}", "ip: fe80::1}",
-         "p.yaml:7: tenants[0].hosts[0].ip: 'fe80::1' is IPv6; Loom tenants use IPv4 addresses"),
-        ('{mac: "02:00:00:00:00:09"}', '{mac: "02:00:00:00:09"}',
-         "p.yaml:13: tenants[1].hosts[0].mac: '02:00:00:00:09' is not a MAC address"),
-        ('{mac: "02:00:00:00:00:09"}', '{mac: "02:00:00:00:00:01"}',
-         "p.yaml:13: tenants[1].hosts[0].mac: 02:00:00:00:00:01 is already in tenant 'red'"),
-        ("{ip: 10.0.0.3, switch: 7, port: 2}", "{ip: 10.0.0.3, port: 2}",
-         "p.yaml:8: tenants[0].hosts[1]: port given without switch"),
-        ("bandwidth_mbps: 20", "bandwidth_mbps: -5",
-         "p.yaml:10: tenants[1].bandwidth_mbps: Input should be greater than 0"),
-        ("traffic_classes: [bulk]", "traffic_classes: [gold]",
-         "p.yaml:11: tenants[1].traffic_classes: 'gold' is not a traffic class"),
-        ("  - name: blue", "  - name: Blue!", "p.yaml:9: tenants[1].name: 'Blue!' is not a tenant name"),
-        ("tenant: red, hosts", "tenant: green, hosts",
-         "p.yaml:15: jobs[0].tenant: unknown tenant 'green'; expected one of blue, red"),
-        ("hosts: [10.0.0.2, 10.0.0.3]", "hosts: [10.0.0.2, 10.0.0.9]",
-         "p.yaml:15: jobs[0].hosts[1]: 10.0.0.9 is not an IP of tenant 'red'"),
+        (
+            "  poll_interval: 0.5",
+            "  pol_interval: 0.5",
+            "p.yaml:3: fabric.pol_interval: unknown key; expected one of poll_interval",
+        ),
+        (
+            "  poll_interval: 0.5",
+            "  poll_interval: soon",
+            "p.yaml:3: fabric.poll_interval: Input should be a valid number",
+        ),
+        (
+            "ip: 10.0.0.2}",
+            "ip: 10.0.0.256}",
+            "p.yaml:7: tenants[0].hosts[0].ip: '10.0.0.256' does not parse as an IPv4 address",
+        ),
+        (
+            "ip: 10.0.0.2}",
+            "ip: fe80::1}",
+            "p.yaml:7: tenants[0].hosts[0].ip: 'fe80::1' is IPv6; Loom tenants use IPv4 addresses",
+        ),
+        (
+            '{mac: "02:00:00:00:00:09"}',
+            '{mac: "02:00:00:00:09"}',
+            "p.yaml:13: tenants[1].hosts[0].mac: '02:00:00:00:09' is not a MAC address",
+        ),
+        (
+            '{mac: "02:00:00:00:00:09"}',
+            '{mac: "02:00:00:00:00:01"}',
+            "p.yaml:13: tenants[1].hosts[0].mac: 02:00:00:00:00:01 is already in tenant 'red'",
+        ),
+        (
+            "{ip: 10.0.0.3, switch: 7, port: 2}",
+            "{ip: 10.0.0.3, port: 2}",
+            "p.yaml:8: tenants[0].hosts[1]: port given without switch",
+        ),
+        (
+            "bandwidth_mbps: 20",
+            "bandwidth_mbps: -5",
+            "p.yaml:10: tenants[1].bandwidth_mbps: Input should be greater than 0",
+        ),
+        (
+            "traffic_classes: [bulk]",
+            "traffic_classes: [gold]",
+            "p.yaml:11: tenants[1].traffic_classes: 'gold' is not a traffic class",
+        ),
+        (
+            "  - name: blue",
+            "  - name: Blue!",
+            "p.yaml:9: tenants[1].name: 'Blue!' is not a tenant name",
+        ),
+        (
+            "tenant: red, hosts",
+            "tenant: green, hosts",
+            "p.yaml:15: jobs[0].tenant: unknown tenant 'green'; expected one of blue, red",
+        ),
+        (
+            "hosts: [10.0.0.2, 10.0.0.3]",
+            "hosts: [10.0.0.2, 10.0.0.9]",
+            "p.yaml:15: jobs[0].hosts[1]: 10.0.0.9 is not an IP of tenant 'red'",
+        ),
         ("version: 1", "version: 2", "p.yaml:1: version: Input should be 1"),
-        ("  - name: blue", "  - name: red", "p.yaml:9: tenants[1].name: tenant 'red' is declared twice"),
+        (
+            "  - name: blue",
+            "  - name: red",
+            "p.yaml:9: tenants[1].name: tenant 'red' is declared twice",
+        ),
     ],
 )
 def test_each_error_names_file_line_key_and_expectation(old: str, new: str, expected: str) -> None:
