@@ -49,6 +49,7 @@ from controller.model import (
     cookie_kind,
     merge,
 )
+from controller.protection import Protection, protect, protection_plans
 from controller.routing import add_destination, compute_routes, empty_routes
 from controller.telemetry import Telemetry
 from controller.tenants import TenantView, admit_plan
@@ -59,6 +60,17 @@ if TYPE_CHECKING:
     from controller.policy.schema import Policy
 
 log = logging.getLogger("loom.fabric")
+
+
+def _union(old: Plan, new: Plan) -> Plan:
+    """Both plans' rules, the new one winning where they share an identity."""
+    out: Plan = {dpid: rules.copy() for dpid, rules in old.items()}
+    for dpid, rules in new.items():
+        merged = out.setdefault(dpid, SwitchRules())
+        merged.flows.update(rules.flows)
+        merged.groups.update(rules.groups)
+        merged.meters.update(rules.meters)
+    return out
 
 
 def _spec_of(job: PolicyJob) -> JobSpec:
@@ -78,6 +90,7 @@ class FabricConfig:
     link_capacity_mbps: float | None = None  # overrides what ports report (emulated links)
     qos: bool = True  # DSCP classes and queues (off: jobs are placed but not prioritised)
     settle_time: float = 4.0  # after a switch is read back: when to drop what no plan claims
+    fast_failover: bool = True  # failover groups with detours, so switches bridge link failures
     te: TeConfig = field(default_factory=TeConfig)
 
 
@@ -106,6 +119,7 @@ class Fabric:
         self._syncing: dict[int, float] = {}  # dpid -> when its contents were requested
         self._adopted_at: dict[int, float] = {}  # dpid -> when what it held was adopted
         self._last_change = 0.0  # last time the routed graph changed
+        self._protected = Protection()  # where failover groups stand
         self._next_poll = 0.0
         self._planned_at: dict[str, int] = {}  # host MAC -> destination switch it is routed to
         self._routed_macs: dict[int, set[str]] = {}
@@ -349,13 +363,23 @@ class Fabric:
         """Apply plans computed in full beforehand: an error while planning leaves what
         was sent and what the store believes in agreement."""
         out: Messages = {}
-        for owner, plan in plans.items():
-            if self._syncing:  # nothing goes to a switch whose contents are not read yet
-                plan = {dpid: rules for dpid, rules in plan.items() if dpid not in self._syncing}
+        staged = {o: self._ready(o, p) for o, p in plans.items()}
+        # Failover groups are what routes point at: add them before, remove them after.
+        for owner, plan in staged.items():
+            if owner[0] == "protect":
+                merge(out, self.store.replace(owner, _union(self.store.parts.get(owner, {}), plan)))
+        for owner, plan in staged.items():
             merge(out, self.store.replace(owner, plan))
             if owner[0] == "dest" and isinstance(owner[1], int):
                 self._note_routed(owner[1], bool(plan))
         return out
+
+    def _ready(self, owner: Owner, plan: Plan) -> Plan:
+        if owner[0] in ("dest", "flow", "job") and self._protected:
+            plan = protect(plan, self._protected)
+        if self._syncing:  # nothing goes to a switch whose contents are not read yet
+            plan = {dpid: rules for dpid, rules in plan.items() if dpid not in self._syncing}
+        return plan
 
     def _note_routed(self, dest: int, planned: bool) -> None:
         """Track which switch each host MAC is routed to (for moves and route misses)."""
@@ -387,8 +411,12 @@ class Fabric:
         plans.update(self.te.replan_all(self.topo, self.routes))
         plans.update(self._job_plans(list(self.jobs)))
         plans.update(self._tenant_plans({h.tenant for h in self.topo.hosts.values()}))
+        self._protected = Protection()
+        if self.config.fast_failover:
+            detours, self._protected = protection_plans(self.routes.graph)
+            plans.update((("protect", dpid), plan) for dpid, plan in detours.items())
         self.timings.append(("routes", self.timer() - started))
-        for kind in ("base", "dest", "flow", "job", "tenant"):
+        for kind in ("base", "dest", "flow", "job", "tenant", "protect"):
             for owner in self.store.owners(kind):
                 plans.setdefault(owner, {})  # gone: switches, hosts, flows, jobs, tenants
         return self._commit(plans)

@@ -12,6 +12,7 @@
 | LOOM_PATH_POLICY | adaptive | dragonflies: adaptive (UGAL-like), minimal or valiant |
 | LOOM_METRICS_PORT | 9108 | Prometheus endpoint port (0: off) |
 | LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
+| LOOM_FAST_FAILOVER | on | failover groups with precomputed detours for every fabric link |
 | LOOM_QOS | on | DSCP traffic classes and queues (off: jobs placed, not prioritised) |
 | LOOM_API_TOKEN | (none) | when set, REST calls that change anything need this bearer token |
 | LOOM_POLICY | /etc/loom/policy.yaml if present | the tenant policy file (none: an open fabric) |
@@ -133,6 +134,7 @@ class Settings:
                 env, "LOOM_LINK_CAPACITY_MBPS", _positive, d.link_capacity_mbps, "Mbit/s > 0"
             ),
             qos=_get(env, "LOOM_QOS", _switch, d.qos, "on or off"),
+            fast_failover=_get(env, "LOOM_FAST_FAILOVER", _switch, d.fast_failover, "on or off"),
             te=te,
         )
         return Settings(

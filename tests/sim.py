@@ -143,8 +143,11 @@ class LoomSim:
 
     def _send_rule(self, dpid: int, ofmsg: Any) -> None:
         if isinstance(ofmsg, parser.OFPGroupMod) and ofmsg.group_id == ofp.OFPG_ALL:
-            for gid in list(self.fake.groups(dpid)):
-                self.fake.send(dpid, parser.OFPGroupMod(None, ofp.OFPGC_DELETE, 0, gid, []))
+            while self.fake.groups(dpid):  # as a switch does: referencing groups go first
+                groups = self.fake.groups(dpid)
+                used = {g for entry in groups.values() for g in entry.referenced_groups()}
+                for gid in [g for g in groups if g not in used]:
+                    self.fake.send(dpid, parser.OFPGroupMod(None, ofp.OFPGC_DELETE, 0, gid, []))
         elif isinstance(ofmsg, parser.OFPMeterMod) and ofmsg.meter_id == ofp.OFPM_ALL:
             for mid in list(self.fake.meters(dpid)):
                 self.fake.send(dpid, parser.OFPMeterMod(None, ofp.OFPMC_DELETE, 0, mid, []))

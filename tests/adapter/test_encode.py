@@ -14,6 +14,7 @@ import pytest
 from controller.compiler import base_plan, destination_plan, diff
 from controller.model import (
     OFPP_CONTROLLER,
+    OFPP_IN_PORT,
     OFPP_TABLE,
     ArpFrame,
     Bucket,
@@ -33,9 +34,13 @@ from controller.model import (
     Op,
     Output,
     PacketOut,
+    PopVlan,
+    PushVlan,
     RawFrame,
     SetField,
     SetQueue,
+    StatsKind,
+    StatsRequest,
     SwitchRules,
     make_cookie,
 )
@@ -176,6 +181,51 @@ CASES: list[tuple[Message, list[str]]] = [
         ClearSwitch(),
         ["DEL table:255", "DEL group_id=4294967292", "DEL meter=all", "OFPT_BARRIER_REQUEST"],
     ),
+    (
+        GroupMod(
+            Op.ADD,
+            GroupRule(
+                0x40000003,
+                GroupType.FAST_FAILOVER,
+                (
+                    Bucket((Output(3),), 0, 3),
+                    Bucket(
+                        (PushVlan(), SetField("vlan_vid", 0x1000 | 7), Output(OFPP_IN_PORT)), 0, 4
+                    ),
+                ),
+            ),
+        ),
+        [
+            "type=ff",
+            "watch_port:3,actions=output:3",
+            "watch_port:4,actions=push_vlan:0x8100,set_field:4103->vlan_vid,IN_PORT",
+        ],
+    ),
+    (
+        GroupMod(
+            Op.ADD,
+            GroupRule(
+                9,
+                GroupType.SELECT,
+                (Bucket((GroupAction(0x40000003),), 1, watch_group=0x40000003),),
+            ),
+        ),
+        ["type=select", "watch_group:1073741827,actions=group:1073741827"],
+    ),
+    (
+        FlowMod(
+            Op.ADD,
+            FlowRule(
+                0, 800, Match.of(vlan_vid=0x1000 | 7), (PopVlan(),), goto=2, write_metadata=(1, 1)
+            ),
+        ),
+        ["dl_vlan=7", "pop_vlan", "goto_table:2"],
+    ),
+    (StatsRequest(StatsKind.FLOW, sync=True), ["OFPST_FLOW request"]),
+    (StatsRequest(StatsKind.GROUP_DESC, sync=True), ["OFPST_GROUP_DESC request"]),
+    (StatsRequest(StatsKind.METER_CONFIG, sync=True), ["OFPST_METER_CONFIG request"]),
+    (StatsRequest(StatsKind.PORT), ["OFPST_PORT request"]),
+    (StatsRequest(StatsKind.GROUP), ["OFPST_GROUP request"]),
 ]
 
 
@@ -229,3 +279,30 @@ def test_frames_decode_what_they_encode_and_reject_garbage() -> None:
     assert frames.decode(frames.lldp_bytes(LldpFrame(0xABCDEF, 48))) == LldpFrame(0xABCDEF, 48)
     for junk in (b"", b"\x00" * 5, frames.lldp_bytes(LldpFrame(1, 1))[:20], b"\xff" * 64):
         assert frames.decode(junk) is None or not isinstance(frames.decode(junk), LldpFrame)
+
+
+def test_what_a_switch_reports_back_decodes_to_the_rules_that_were_sent() -> None:
+    """The read-back after a reconnect: FlowMod bytes parsed by Ryu the way a flow-stats
+    entry is, decoded into the same FlowRule (so adoption finds them equal)."""
+    from types import SimpleNamespace
+
+    from controller.ofp import decode
+
+    tunnel_end = FlowRule(0, 800, Match.of(vlan_vid=0x1007), (PopVlan(),), goto=2)
+    for rule in (RULE, GOTO, tunnel_end):
+        (m,) = encode.encode(StubDatapath(), FlowMod(Op.ADD, rule))
+        m.xid = 1
+        m.serialize()
+        back: Any = parser.OFPFlowMod.parser(
+            StubDatapath(), m.version, m.msg_type, m.msg_len, m.xid, bytes(m.buf)
+        )
+        entry = SimpleNamespace(
+            table_id=back.table_id,
+            priority=back.priority,
+            match=back.match,
+            instructions=back.instructions,
+            cookie=back.cookie,
+            idle_timeout=back.idle_timeout,
+            hard_timeout=back.hard_timeout,
+        )
+        assert decode.flow_rule(entry) == rule

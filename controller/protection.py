@@ -1,0 +1,285 @@
+"""Fast failover: every fabric link has a precomputed detour the switch uses on its own.
+
+For each directed link u->v, the detour is the shortest path from u to v that avoids
+the physical link. u outputs to v through a fast-failover group: the link while its port
+is live, else the detour. A detour of one hop is a parallel link; a longer one is a
+tunnel: u tags the packet with the link's VLAN id, the switches along the detour forward
+that tag only (CLASSIFY, above everything else), and v pops it and routes the packet as
+if it had arrived over the link. That is loop-free for any single link failure: v is
+strictly closer to the packet's destination than u, so v's routes never lead back over
+the failed link. The controller still recomputes after PortStatus and moves traffic off
+the detour; the switch only bridges the gap. VLAN ids limit tunnels to 4094 links.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from controller.compiler import Plan
+from controller.model import (
+    META_FROM_FABRIC,
+    OFPP_IN_PORT,
+    Action,
+    Bucket,
+    CookieKind,
+    FlowRule,
+    GroupAction,
+    GroupRule,
+    GroupType,
+    Match,
+    Output,
+    PopVlan,
+    PushVlan,
+    SetField,
+    SwitchRules,
+    Table,
+    make_cookie,
+)
+
+PROTECT_BASE = 0x4000_0000
+UTURN_BASE = 0x5000_0000
+BACK_BASE = 0x6000_0000
+PRIO_TUNNEL = 800
+OFPVID_PRESENT = 0x1000
+MAX_TUNNELS = 4094
+
+
+def protect_gid(port: int) -> int:
+    """The fast-failover group that stands for "output to ``port``" on a switch."""
+    return PROTECT_BASE | port
+
+
+def uturn_gid(port: int) -> int:
+    """The same for packets that arrived on the detour's first port: a switch may only
+    send a packet back where it came from with OFPP_IN_PORT."""
+    return UTURN_BASE | port
+
+
+def back_gid(port: int) -> int:
+    """And for packets that leave a detour tunnel on ``port``'s own switch and must go
+    back out where they came in."""
+    return BACK_BASE | port
+
+
+def detour(g: nx.MultiDiGraph, u: int, port: int) -> list[tuple[int, int]] | None:
+    """Hops (switch, out port) from u to the far end of u:port, avoiding that link in
+    both directions; breadth first, lowest port first, so the answer is deterministic."""
+    edge = next(((v, d) for _, v, k, d in g.out_edges(u, keys=True, data=True) if k == port), None)
+    if edge is None:
+        return None
+    v, data = edge
+    banned = {(u, port), (v, data.get("dst_port"))}
+    parent: dict[int, tuple[int, int]] = {}
+    seen, queue = {u}, deque([u])
+    while queue:
+        node = queue.popleft()
+        if node == v:
+            break
+        for _, nxt, key in sorted(g.out_edges(node, keys=True), key=lambda e: e[2]):
+            if (node, key) not in banned and nxt not in seen:
+                seen.add(nxt)
+                parent[nxt] = (node, key)
+                queue.append(nxt)
+    if v not in parent:
+        return None
+    hops, node = [], v
+    while node != u:
+        prev, key = parent[node]
+        hops.append((prev, key))
+        node = prev
+    return hops[::-1]
+
+
+@dataclass
+class Protection:
+    """Where failover groups stand: per switch, each protected port and the first port
+    of its detour; and the ports on which detour tunnels end (a packet leaving a tunnel
+    may have to go back out of the port it came in on)."""
+
+    first: dict[int, dict[int, int | None]] = field(default_factory=dict)
+    arrivals: dict[int, set[int]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.first)
+
+
+def protection_plans(g: nx.MultiDiGraph) -> tuple[dict[int, Plan], Protection]:
+    """Per switch: its fast-failover groups and tunnel rules; and where they stand."""
+    plans: dict[int, Plan] = {}
+    prot = Protection()
+    detours: dict[tuple[int, int], list[tuple[int, int]] | None] = {}
+    links = sorted((u, k) for u, _, k in g.edges(keys=True))
+    for tunnel, (u, port) in enumerate(links[:MAX_TUNNELS], start=1):
+        hops = detours[(u, port)] = detour(g, u, port)
+        prot.first.setdefault(u, {})[port] = hops[0][1] if hops else None
+        if hops and len(hops) > 1:
+            end, arrival = _tunnel_rules(g, hops, tunnel, plans)
+            prot.arrivals.setdefault(end, set()).add(arrival)
+    for tunnel, (u, port) in enumerate(links[:MAX_TUNNELS], start=1):
+        hops, rules = detours[(u, port)], _rules(plans, u)
+        link = Bucket((Output(port),), 0, watch_port=port)
+        if not hops:
+            rules.add_group(GroupRule(protect_gid(port), GroupType.FAST_FAILOVER, (link,)))
+            continue
+        around = _detour_bucket(hops, tunnel)
+        rules.add_group(GroupRule(protect_gid(port), GroupType.FAST_FAILOVER, (link, around)))
+        back = _detour_bucket(hops, tunnel, uturn=True)
+        rules.add_group(GroupRule(uturn_gid(port), GroupType.FAST_FAILOVER, (link, back)))
+        if port in prot.arrivals.get(u, ()):
+            home = Bucket((Output(OFPP_IN_PORT),), 0, watch_port=port)
+            rules.add_group(GroupRule(back_gid(port), GroupType.FAST_FAILOVER, (home, around)))
+    return plans, prot
+
+
+def _rules(plans: dict[int, Plan], dpid: int) -> SwitchRules:
+    return plans.setdefault(dpid, {}).setdefault(dpid, SwitchRules())
+
+
+def _detour_bucket(hops: list[tuple[int, int]], tunnel: int, uturn: bool = False) -> Bucket:
+    first = hops[0][1]
+    out = Output(OFPP_IN_PORT if uturn else first)
+    if len(hops) == 1:  # a parallel link: no tunnel needed
+        return Bucket((out,), 0, watch_port=first)
+    tag: tuple[Action, ...] = (PushVlan(), SetField("vlan_vid", OFPVID_PRESENT | tunnel))
+    return Bucket((*tag, out), 0, watch_port=first)
+
+
+def _tunnel_rules(
+    g: nx.MultiDiGraph, hops: list[tuple[int, int]], tunnel: int, plans: dict[int, Plan]
+) -> tuple[int, int]:
+    """Rules that carry tunnel ``tunnel`` along ``hops``; returns where it ends (switch,
+    arrival port)."""
+    match = Match.of(vlan_vid=OFPVID_PRESENT | tunnel)
+    for dpid, port in hops[1:]:
+        cookie = make_cookie(CookieKind.PROTECT, dpid)
+        rule = FlowRule(Table.CLASSIFY, PRIO_TUNNEL, match, (Output(port),), cookie=cookie)
+        _rules(plans, dpid).add_flow(rule)
+    last_switch, last_port = hops[-1]
+    end, arrival = next(
+        (v, d["dst_port"])
+        for _, v, k, d in g.out_edges(last_switch, keys=True, data=True)
+        if k == last_port
+    )
+    meta = (META_FROM_FABRIC, META_FROM_FABRIC)
+    cookie = make_cookie(CookieKind.PROTECT, end)
+    pop = FlowRule(
+        Table.CLASSIFY,
+        PRIO_TUNNEL,
+        match,
+        (PopVlan(),),
+        goto=Table.QOS,
+        write_metadata=meta,
+        cookie=cookie,
+    )
+    _rules(plans, end).add_flow(pop)
+    return end, arrival
+
+
+def protect(plan: Plan, prot: Protection) -> Plan:
+    """``plan`` with every output to a protected port sent through its failover group.
+    Where a packet may arrive on the port it must leave by (the first port of a detour,
+    or the end of a tunnel), the rule gets a sibling for those packets, one priority
+    higher, whose group leaves by OFPP_IN_PORT. A select bucket keeps watching its port
+    (so hashing skips a dead link for a live equal-cost one) unless it is the only
+    bucket, which then lives as long as its detour does."""
+    out: Plan = {}
+    for dpid, rules in plan.items():
+        ports = prot.first.get(dpid, {})
+        if not ports:
+            out[dpid] = rules
+            continue
+        arrivals = prot.arrivals.get(dpid, set())
+        new = SwitchRules(meters=dict(rules.meters))
+        for rule in rules.flows.values():
+            for variant in _variants(rule, ports, arrivals):
+                new.add_flow(variant)
+        for group in rules.groups.values():
+            new.add_group(_protected_group(group, set(ports)))
+        out[dpid] = new
+    return out
+
+
+def _variants(rule: FlowRule, ports: dict[int, int | None], arrivals: set[int]) -> list[FlowRule]:
+    outs = [a.port for a in rule.actions if isinstance(a, Output) and a.port in ports]
+    if not outs:
+        return [rule]
+    port, first = outs[0], ports[outs[0]]
+    in_port = rule.match.get("in_port")
+    meta = rule.match.get("metadata")
+    from_host = (
+        isinstance(meta, tuple) and isinstance(meta[0], int) and not meta[0] & META_FROM_FABRIC
+    )
+    special: dict[int, int] = {}
+    if not from_host:
+        if first is not None:
+            special[first] = uturn_gid(port)  # turned back into the detour
+        if port in arrivals:
+            special[port] = back_gid(port)  # out of a tunnel, back where it came in
+    if in_port is not None:  # a rule for one in-port: it is either special or normal
+        gid = special.get(in_port) if isinstance(in_port, int) else None
+        return [_with_actions(rule, _swap(rule.actions, set(ports), gid))]
+    variants = [_with_actions(rule, _swap(rule.actions, set(ports)))]
+    for q, gid in sorted(special.items()):
+        sibling = Match.of(**rule.match.as_dict(), in_port=q)
+        acts = _swap(rule.actions, set(ports), gid)
+        variants.append(
+            FlowRule(
+                rule.table,
+                rule.priority + 1,
+                sibling,
+                acts,
+                rule.goto,
+                rule.write_metadata,
+                rule.meter,
+                rule.cookie,
+            )
+        )
+    return variants
+
+
+def _swap(
+    actions: tuple[Action, ...], ports: set[int], gid: int | None = None
+) -> tuple[Action, ...]:
+    return tuple(
+        GroupAction(protect_gid(a.port) if gid is None else gid)
+        if isinstance(a, Output) and a.port in ports
+        else a
+        for a in actions
+    )
+
+
+def _with_actions(rule: FlowRule, actions: tuple[Action, ...]) -> FlowRule:
+    if actions == rule.actions:
+        return rule
+    return FlowRule(
+        rule.table,
+        rule.priority,
+        rule.match,
+        actions,
+        rule.goto,
+        rule.write_metadata,
+        rule.meter,
+        rule.cookie,
+        rule.idle_timeout,
+        rule.hard_timeout,
+    )
+
+
+def _protected_group(group: GroupRule, ports: set[int]) -> GroupRule:
+    if group.type is not GroupType.SELECT:
+        return group
+    alone = len(group.buckets) == 1
+    buckets = []
+    for b in group.buckets:
+        acts = _swap(b.actions, ports)
+        if acts == b.actions:
+            buckets.append(b)
+        elif alone:
+            gid = next(a.group_id for a in acts if isinstance(a, GroupAction))
+            buckets.append(Bucket(acts, b.weight, watch_group=gid))
+        else:
+            buckets.append(Bucket(acts, b.weight, b.watch_port, b.watch_group))
+    return GroupRule(group.group_id, group.type, tuple(buckets))
