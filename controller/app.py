@@ -97,14 +97,17 @@ class FabricApp(BaseApp):  # type: ignore[misc]
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
-        msg = ev.msg
+        started, msg = time.perf_counter(), ev.msg
         desc, deleted = decode.port_desc(msg.desc), decode.port_status_deleted(msg)
         self.send(self.fabric.port_status(time.monotonic(), msg.datapath.id, desc, deleted))
+        self.metrics.handled("port_status", time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
+        started = time.perf_counter()
         pkt = decode.packet_in(ev.msg.datapath.id, ev.msg)
         self.send(self.fabric.packet_in(time.monotonic(), pkt))
+        self.metrics.handled("packet_in", time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _port_stats(self, ev: Any) -> None:

@@ -35,6 +35,7 @@ from controller.model import (
     Message,
     Messages,
     MeterMod,
+    MeterRule,
     Op,
     Output,
     SwitchRules,
@@ -57,6 +58,11 @@ PRIO_FLOW = 100
 PRIO_CATCH = 10
 PRIO_MISS = 0
 CATCH_BYTES = 128  # headers are all the controller needs from a flow's first packet
+# Meters on what goes to the controller (tenant meters use ids 1..65535).
+METER_ARP_PORT = 0x0001_0000  # + port
+METER_ARP_OTHER = 0xFFFE_0001
+METER_LLDP = 0xFFFE_0002
+METER_MISS = 0xFFFE_0003
 
 
 def group_id_for(dpid: int) -> int:
@@ -77,19 +83,38 @@ def base_plan(
     catch_flows: bool = False,
     qos: bool = False,
     admit_all: bool = True,
+    edge_ports: Iterable[int] = (),
 ) -> SwitchRules:
     """The fixed pipeline: discovery to the controller, port classes, table chaining;
     with ``catch_flows``, a copy of each untracked TCP/UDP flow's packets from a host goes
-    to the controller (128 bytes) while the packet goes on (see ``controller.flows``)."""
+    to the controller (128 bytes) while the packet goes on (see ``controller.flows``).
+
+    Everything sent to the controller passes a packet-rate meter, so no host can flood
+    it: ARP per edge port (one host cannot starve its neighbours' ARP), LLDP and route
+    misses per switch. ARP from another switch is dropped: Loom never floods ARP."""
     cookie = make_cookie(CookieKind.BASE, dpid)
     rules = SwitchRules()
     to_ctl = (Output(OFPP_CONTROLLER),)
+    lldp = Match.of(eth_type=ETH_TYPE_LLDP)
     rules.add_flow(
-        FlowRule(Table.CLASSIFY, PRIO_LLDP, Match.of(eth_type=ETH_TYPE_LLDP), to_ctl, cookie=cookie)
+        FlowRule(Table.CLASSIFY, PRIO_LLDP, lldp, to_ctl, meter=METER_LLDP, cookie=cookie)
     )
+    rules.meters[METER_LLDP] = MeterRule(METER_LLDP, 200, 100, per_packet=True)
+    arp = Match.of(eth_type=ETH_TYPE_ARP)
     rules.add_flow(
-        FlowRule(Table.CLASSIFY, PRIO_ARP, Match.of(eth_type=ETH_TYPE_ARP), to_ctl, cookie=cookie)
+        FlowRule(Table.CLASSIFY, PRIO_ARP - 1, arp, to_ctl, meter=METER_ARP_OTHER, cookie=cookie)
     )
+    rules.meters[METER_ARP_OTHER] = MeterRule(METER_ARP_OTHER, 50, 50, per_packet=True)
+    for port in sorted(edge_ports):
+        meter = METER_ARP_PORT + port
+        match = Match.of(in_port=port, eth_type=ETH_TYPE_ARP)
+        rules.add_flow(
+            FlowRule(Table.CLASSIFY, PRIO_ARP, match, to_ctl, meter=meter, cookie=cookie)
+        )
+        rules.meters[meter] = MeterRule(meter, 50, 50, per_packet=True)
+    for port in sorted(fabric_ports):
+        drop_arp = Match.of(in_port=port, eth_type=ETH_TYPE_ARP)
+        rules.add_flow(FlowRule(Table.CLASSIFY, PRIO_ARP, drop_arp, cookie=cookie))
     for port in sorted(fabric_ports):
         rules.add_flow(
             FlowRule(
@@ -111,7 +136,10 @@ def base_plan(
         rules.add_flow(FlowRule(table, PRIO_MISS, Match(), goto=goto, cookie=cookie))
     if not admit_all:  # tenants enforced: only what a tenant's ADMIT rule passes goes on
         rules.add_flow(FlowRule(Table.ADMIT, PRIO_MISS, Match(), cookie=cookie))
-    rules.add_flow(FlowRule(Table.ROUTE, PRIO_MISS, Match(), to_ctl, cookie=cookie))
+    rules.add_flow(
+        FlowRule(Table.ROUTE, PRIO_MISS, Match(), to_ctl, meter=METER_MISS, cookie=cookie)
+    )
+    rules.meters[METER_MISS] = MeterRule(METER_MISS, 100, 100, per_packet=True)
     rules.flows.update(qos_rules(cookie, qos).flows)
     if catch_flows:
         copy = (Output(OFPP_CONTROLLER, CATCH_BYTES),)

@@ -19,7 +19,19 @@ from dataclasses import dataclass
 
 from controller.compiler import Owner, Plan, flow_plan
 from controller.flows import FlowKey, FlowTable, TrackedFlow
-from controller.model import CookieKind, EthFrame, FlowStats, SwitchRules, Table, cookie_kind
+from controller.model import (
+    ETH_TYPE_IPV4,
+    META_FROM_FABRIC,
+    CookieKind,
+    EthFrame,
+    FlowRule,
+    FlowStats,
+    Match,
+    SwitchRules,
+    Table,
+    cookie_kind,
+    make_cookie,
+)
 from controller.routing import Routes
 from controller.te import (
     Demand,
@@ -35,6 +47,7 @@ from controller.telemetry import Telemetry
 from controller.topology import Topology
 
 log = logging.getLogger("loom.te")
+PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
 PortRef = tuple[int, int]
 Capacity = Callable[[PortRef], float]
 POLICIES = ("adaptive", "minimal", "valiant")
@@ -51,6 +64,9 @@ class TeConfig:
     margin: float = 0.05
     path_policy: str = "adaptive"
     max_candidates: int = 16
+    max_flows: int = 20_000  # tracked flows at most (rules and memory stay bounded)
+    new_flows_per_port: int = 200  # per second; above it a port stops being tracked ...
+    quiet_seconds: float = 10.0  # ... for this long (its traffic still flows)
 
 
 @dataclass
@@ -77,21 +93,53 @@ class TrafficEngineer:
         self.timer = timer  # measures planning time for metrics; never decides anything
         self.timings: list[tuple[str, float]] = []
         self._residual: dict[PortRef, float] = {}
+        self._new_flows: dict[PortRef, list[float]] = {}
+        self.quiet: dict[PortRef, float] = {}  # port -> until when its flows go untracked
+        self.events: Counter[str] = Counter()
         self._next_run = 0.0
 
     # -- events ---------------------------------------------------------------
     def caught(
         self, now: float, topo: Topology, routes: Routes, dpid: int, port: int, frame: EthFrame
     ) -> dict[Owner, Plan]:
-        """The first packet of a flow from a host: start accounting for it."""
+        """The first packet of a flow from a host: start accounting for it. A port that
+        opens flows faster than ``new_flows_per_port`` (a scan, a flood) is no longer
+        copied to the controller for ``quiet_seconds``."""
         key = FlowKey.of_frame(frame)
         src, dst = topo.hosts.get(frame.eth_src), topo.hosts.get(frame.eth_dst)
         if key is None or src is None or dst is None or (src.dpid, src.port) != (dpid, port):
             return {}
-        if not self.flows.seen(now, key, src.mac, dst.mac, dpid, port):
+        if key in self.flows.flows or len(self.flows.flows) >= self.config.max_flows:
             return {}
-        log.info("tracking %s at %016x:%d", key, dpid, port)
+        recent = [t for t in self._new_flows.get((dpid, port), []) if now - t < 1.0] + [now]
+        self._new_flows[(dpid, port)] = recent
+        if len(recent) > self.config.new_flows_per_port:
+            return self._quiet(now, dpid, port)
+        self.flows.seen(now, key, src.mac, dst.mac, dpid, port)
         return {owner_of(key): self._plan(self.flows.flows[key], topo, routes)}
+
+    def _quiet(self, now: float, dpid: int, port: int) -> dict[Owner, Plan]:
+        if (dpid, port) in self.quiet:
+            return {}
+        self.quiet[(dpid, port)] = now + self.config.quiet_seconds
+        self.events["ports_quieted"] += 1
+        log.warning(
+            "port %016x:%d opens flows too fast: not tracked for %.0f s",
+            dpid,
+            port,
+            self.config.quiet_seconds,
+        )
+        match = Match.of(in_port=port, metadata=(0, META_FROM_FABRIC), eth_type=ETH_TYPE_IPV4)
+        rule = FlowRule(
+            Table.PIN,
+            PRIO_QUIET,
+            match,
+            goto=Table.ROUTE,
+            cookie=make_cookie(CookieKind.CATCH, dpid),
+        )
+        rules = SwitchRules()
+        rules.add_flow(rule)
+        return {("quiet", (dpid, port)): {dpid: rules}}
 
     def counted(self, now: float, dpid: int, stats: list[FlowStats], capacity: Capacity) -> None:
         for s in stats:
@@ -114,9 +162,13 @@ class TrafficEngineer:
     ) -> dict[Owner, Plan]:
         plans: dict[Owner, Plan] = {}
         for flow in self.flows.expire(now):
-            log.info("forgot idle flow %s after %.1f s", flow.key, now - flow.first_seen)
+            log.debug("forgot idle flow %s after %.1f s", flow.key, now - flow.first_seen)
             self._drop(flow.key)
             plans[owner_of(flow.key)] = {}
+        for ref, until in list(self.quiet.items()):
+            if now >= until:
+                del self.quiet[ref]
+                plans[("quiet", ref)] = {}
         for key, staged in sorted(self.staged.items()):
             if now >= staged.due:
                 plans[owner_of(key)] = staged.final
@@ -151,7 +203,7 @@ class TrafficEngineer:
             del self.paths[key]  # no longer an elephant: back to the default route
             self.staged.pop(key, None)
             gone = self.flows.flows.get(key)
-            log.info("unpinned %s: %.2f Mbit/s", key, gone.rate_bps / 1e6 if gone else -1)
+            log.debug("unpinned %s: %.2f Mbit/s", key, gone.rate_bps / 1e6 if gone else -1)
             if key in self.flows.flows:
                 plans[owner_of(key)] = self._plan(self.flows.flows[key], topo, routes)
         demands = self._demands(now, elephants, topo, routes, capacity)

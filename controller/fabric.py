@@ -332,7 +332,8 @@ class Fabric:
     def _base_plan(self, dpid: int) -> Plan:
         fabric_ports = [p for d, p in self.topo.fabric_ports if d == dpid]
         catch, admit_all = self.config.te.enabled, not self.tenants.enforcing
-        rules = base_plan(dpid, fabric_ports, catch, self.config.qos, admit_all)
+        edges = self.topo.edge_ports(dpid)
+        rules = base_plan(dpid, fabric_ports, catch, self.config.qos, admit_all, edges)
         return {dpid: rules}
 
     def _replan_base(self, dpid: int) -> Messages:
@@ -416,7 +417,7 @@ class Fabric:
             detours, self._protected = protection_plans(self.routes.graph)
             plans.update((("protect", dpid), plan) for dpid, plan in detours.items())
         self.timings.append(("routes", self.timer() - started))
-        for kind in ("base", "dest", "flow", "job", "tenant", "protect"):
+        for kind in ("base", "dest", "flow", "job", "tenant", "protect"):  # "quiet" expires alone
             for owner in self.store.owners(kind):
                 plans.setdefault(owner, {})  # gone: switches, hosts, flows, jobs, tenants
         return self._commit(plans)

@@ -114,6 +114,18 @@ METRICS = [
         "Sender-receiver pairs of a job placed on a directed link: which jobs load a link.",
     ),
     MetricDoc(
+        "loom_event_handling_seconds",
+        "histogram",
+        ("event",),
+        "From an event's arrival to the last message sent for it (port_status: the reroute).",
+    ),
+    MetricDoc(
+        "loom_flow_tracking_paused_total",
+        "counter",
+        (),
+        "Times an edge port opened flows too fast and its flows went untracked for a while.",
+    ),
+    MetricDoc(
         "loom_path_computation_seconds",
         "histogram",
         ("kind",),
@@ -288,10 +300,16 @@ class FabricCollector(Collector):
         reloads.add_metric(["ok"], st.reloads_ok)
         reloads.add_metric(["error"], st.reloads_failed)
         last_ok.add_metric([], 1.0 if st.ok else 0.0)
+        paused = self._family("loom_flow_tracking_paused_total")
+        paused.add_metric([], self.fabric.te.events.get("ports_quieted", 0))
+        yield paused
         dropped = self._family("loom_isolation_drops_total")
         dropped.add_metric(["arp"], self.fabric.arp.rejected)
         dropped.add_metric(["route"], self.fabric.events.get("isolation_dropped", 0))
         yield from (reloads, last_ok, dropped)
+
+
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class LoomMetrics:
@@ -311,8 +329,19 @@ class LoomMetrics:
             doc.help,
             list(doc.labels),
             registry=self.registry,
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+            buckets=BUCKETS,
         )
+        handling = next(m for m in METRICS if m.name == "loom_event_handling_seconds")
+        self.handling = Histogram(
+            handling.name,
+            handling.help,
+            list(handling.labels),
+            registry=self.registry,
+            buckets=BUCKETS,
+        )
+
+    def handled(self, event: str, seconds: float) -> None:
+        self.handling.labels(event).observe(seconds)
 
     def observe(self, timings: list[tuple[str, float]]) -> None:
         for kind, seconds in timings:

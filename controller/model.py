@@ -204,11 +204,13 @@ class GroupRule:
 
 @dataclass(frozen=True)
 class MeterRule:
-    """A drop-band meter: traffic above ``rate_kbps`` (burst ``burst_kb``) is dropped."""
+    """A drop-band meter: traffic above ``rate`` (with ``burst``) is dropped. Units are
+    kbit/s and kbit, or packets/s and packets when ``per_packet``."""
 
     meter_id: int
-    rate_kbps: int
-    burst_kb: int = 0
+    rate: int
+    burst: int = 0
+    per_packet: bool = False
 
 
 @dataclass

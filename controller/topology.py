@@ -97,10 +97,14 @@ class Topology:
 
     # -- links ----------------------------------------------------------------
     def link_seen(self, now: float, src: PortRef, dst: PortRef) -> bool:
-        """Record an LLDP observation; True when it adds or moves a link."""
-        if src[0] not in self.switches or dst[0] not in self.switches:
+        """Record an LLDP observation; True when it adds or moves a link. A claim on a
+        port where a host lives, or from a port to itself, is refused: only a host
+        replaying frames it was sent could make one."""
+        if src[0] not in self.switches or dst[0] not in self.switches or src == dst:
             return False
         if not (self.port_up(src) and self.port_up(dst)):
+            return False
+        if any((h.dpid, h.port) in (src, dst) for h in self.hosts.values()):
             return False
         old = self.links.get(src)
         self.links[src] = Link(src, dst, now)

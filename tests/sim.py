@@ -229,6 +229,12 @@ class LoomSim:
         self.sources.append((src, pkt, int(mbps * 1e6 / 8 * step)))
         return pkt
 
+    def send(self, host: str, pkt: dict[str, object]) -> Trace:
+        """A host sends a packet: traced, and whatever reaches the controller handled."""
+        trace = self.fake.trace(host, pkt)
+        self._handle_trace(trace, None)
+        return trace
+
     def host_sends(self, host: str, frame: ArpFrame) -> Trace:
         trace = self.fake.trace(host, arp_fields(frame))
         self._handle_trace(trace, frame)

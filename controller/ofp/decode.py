@@ -174,9 +174,10 @@ def group_rule(s: Any) -> GroupRule | None:
 
 def meter_rule(s: Any) -> MeterRule | None:
     bands = [b for b in s.bands if type(b).__name__ == "OFPMeterBandDrop"]
-    if len(bands) != 1 or not s.flags & ofp.OFPMF_KBPS:
+    per_packet = bool(s.flags & ofp.OFPMF_PKTPS)
+    if len(bands) != 1 or not (per_packet or s.flags & ofp.OFPMF_KBPS):
         return None
-    return MeterRule(s.meter_id, bands[0].rate, bands[0].burst_size)
+    return MeterRule(s.meter_id, bands[0].rate, bands[0].burst_size, per_packet)
 
 
 class StateReads:

@@ -110,11 +110,10 @@ def group_mod(dp: Any, msg: GroupMod) -> Any:
 
 def meter_mod(dp: Any, msg: MeterMod) -> Any:
     m = msg.meter
-    flags = ofp.OFPMF_KBPS | (ofp.OFPMF_BURST if m.burst_kb else 0)
+    unit = ofp.OFPMF_PKTPS if m.per_packet else ofp.OFPMF_KBPS
+    flags = unit | (ofp.OFPMF_BURST if m.burst else 0)
     bands = (
-        []
-        if msg.op is Op.DELETE
-        else [parser.OFPMeterBandDrop(rate=m.rate_kbps, burst_size=m.burst_kb)]
+        [] if msg.op is Op.DELETE else [parser.OFPMeterBandDrop(rate=m.rate, burst_size=m.burst)]
     )
     return parser.OFPMeterMod(dp, METER_COMMANDS[msg.op], flags, m.meter_id, bands)
 

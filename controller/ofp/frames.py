@@ -4,7 +4,10 @@ packet-in payloads into the core's frame types. Malformed input decodes to ``Non
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
+import os
 import struct
 
 from controller.model import (
@@ -24,6 +27,8 @@ log = logging.getLogger("loom.ofp")
 
 CHASSIS_PREFIX = b"dpid:"
 LLDP_TTL = 120
+LOOM_OUI = b"\x4c\x4f\x4d"  # an organizationally specific TLV carries the signature
+_LLDP_KEY = os.urandom(16)
 
 
 def lldp_bytes(frame: LldpFrame) -> bytes:
@@ -36,6 +41,7 @@ def lldp_bytes(frame: LldpFrame) -> bytes:
         ),
         lldp.PortID(subtype=lldp.PortID.SUB_PORT_COMPONENT, port_id=struct.pack("!I", frame.port)),
         lldp.TTL(ttl=LLDP_TTL),
+        lldp.OrganizationallySpecific(oui=LOOM_OUI, subtype=1, info=_tag(frame.dpid, frame.port)),
         lldp.End(),
     )
     pkt.add_protocol(lldp.lldp(tlvs))
@@ -120,6 +126,22 @@ def _decode_lldp(pkt: packet.Packet) -> LldpFrame | None:
     cid = bytes(chassis.chassis_id)
     if not cid.startswith(CHASSIS_PREFIX) or len(port.port_id) != 4:
         return None
-    return LldpFrame(
+    frame = LldpFrame(
         int(cid[len(CHASSIS_PREFIX) :], 16), struct.unpack("!I", bytes(port.port_id))[0]
     )
+    tags = [
+        t for t in msg.tlvs if isinstance(t, lldp.OrganizationallySpecific) and t.oui == LOOM_OUI
+    ]
+    if len(tags) != 1 or not hmac.compare_digest(bytes(tags[0].info), _tag(frame.dpid, frame.port)):
+        return None  # not sent by this controller: a host cannot forge a link
+    return frame
+
+
+def set_lldp_key(key: bytes) -> None:
+    """The secret that signs this controller's LLDP frames (random per process)."""
+    global _LLDP_KEY
+    _LLDP_KEY = key
+
+
+def _tag(dpid: int, port: int) -> bytes:
+    return hmac.new(_LLDP_KEY, struct.pack("!QI", dpid, port), hashlib.sha256).digest()[:12]

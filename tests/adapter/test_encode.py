@@ -306,3 +306,19 @@ def test_what_a_switch_reports_back_decodes_to_the_rules_that_were_sent() -> Non
             hard_timeout=back.hard_timeout,
         )
         assert decode.flow_rule(entry) == rule
+
+
+def test_lldp_from_anyone_but_this_controller_is_refused() -> None:
+    """A host can send LLDP too: frames without this controller's signature (another
+    key, or none) decode to nothing, so no one can make Loom believe in a link."""
+    genuine = frames.lldp_bytes(LldpFrame(7, 2))
+    assert frames.decode(genuine) == LldpFrame(7, 2)
+    saved = frames._LLDP_KEY
+    try:
+        frames.set_lldp_key(b"someone else")
+        forged = frames.lldp_bytes(LldpFrame(7, 2))
+    finally:
+        frames.set_lldp_key(saved)
+    assert frames.decode(forged) is None
+    tampered = genuine.replace(b"%016x" % 7, b"%016x" % 8)  # claims another switch
+    assert frames.decode(tampered) is None

@@ -13,7 +13,10 @@ from tests.sim import LoomSim
 from topologies import dragonfly, fat_tree
 from topologies.graph import switch_graph
 
-FABRICS = {"fat_tree(4)": lambda: fat_tree(4), "dragonfly(4,1,1,5)": lambda: dragonfly(a=4, p=1, h=1, g=5)}
+FABRICS = {
+    "fat_tree(4)": lambda: fat_tree(4),
+    "dragonfly(4,1,1,5)": lambda: dragonfly(a=4, p=1, h=1, g=5),
+}
 
 
 @pytest.mark.parametrize("name", sorted(FABRICS))

@@ -100,7 +100,6 @@ def test_rules_per_switch_grow_with_hosts_not_host_pairs() -> None:
         assert groups <= 32 + 3 * 8, groups
 
 
-
 def test_arp_never_floods_host_frames_into_the_fabric() -> None:
     sim = LoomSim(fat_tree(4)).start()
     # every ARP the hosts sent ended at the controller (CLASSIFY), never crossing a link

@@ -103,15 +103,33 @@ def test_rule_store_diffs_per_owner_and_forgets_switches() -> None:
 
 
 def test_base_plan_sends_discovery_to_controller_and_marks_fabric_ports() -> None:
-    plan = base_plan(9, [3, 4])
+    plan = base_plan(9, [3, 4], edge_ports=[1, 2])
     classify = [r for r in plan.flows.values() if r.table == Table.CLASSIFY]
-    fabric = [r for r in classify if r.match.get("in_port") is not None]
+    fabric = [
+        r for r in classify if r.match.get("in_port") in (3, 4) and r.match.get("eth_type") is None
+    ]
     assert sorted(r.match.get("in_port") for r in fabric) == [3, 4]  # type: ignore[type-var]
     assert all(r.goto == Table.QOS and r.write_metadata == (META_FROM_FABRIC,) * 2 for r in fabric)
     lldp = next(r for r in classify if r.match.get("eth_type") == 0x88CC)
     assert lldp.priority > max(r.priority for r in fabric)
     misses = {r.table: r for r in plan.flows.values() if r.match == Match()}
     assert sorted(misses) == [0, 1, 2, 3, 4]
+
+
+def test_everything_bound_for_the_controller_is_metered() -> None:
+    plan = base_plan(9, [3, 4], edge_ports=[1, 2])
+    to_controller = [
+        r
+        for r in plan.flows.values()
+        if any(getattr(a, "port", None) == 0xFFFFFFFD for a in r.actions)
+    ]
+    assert to_controller and all(r.meter in plan.meters for r in to_controller)
+    assert all(m.per_packet for m in plan.meters.values())
+    arp = {
+        r.match.get("in_port"): r for r in plan.flows.values() if r.match.get("eth_type") == 0x0806
+    }
+    assert arp[1].meter != arp[2].meter  # one host's ARP cannot starve its neighbour's
+    assert arp[3].actions == () and arp[4].actions == ()  # ARP from another switch: dropped
 
 
 def test_destination_plan_hashes_at_ingress_and_spreads_in_transit() -> None:

@@ -77,10 +77,13 @@ def test_lldp_discovers_links_and_batches_the_replan_into_tick() -> None:
     assert f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3))) == {}
     assert f.topo.is_fabric_port((1, 3)) and f.topo.is_fabric_port((2, 3))
     out = f.tick(0.2)
-    fabric_rules = [
+    on_port_3 = [
         m for m in out.get(1, []) if isinstance(m, FlowMod) and m.rule.match.get("in_port") == 3
     ]
-    assert len(fabric_rules) == 1
+    assert [m.op for m in on_port_3 if m.rule.goto is not None] == [Op.ADD]  # now a fabric port
+    assert [m.rule.actions for m in on_port_3 if m.rule.match.get("eth_type")] == [
+        ()
+    ]  # no ARP from it
 
 
 def test_links_expire_without_lldp_and_go_down_at_once_on_port_status() -> None:
@@ -153,13 +156,17 @@ def test_nothing_is_learned_from_fabric_ports_or_the_controller_mac() -> None:
     assert f.topo.hosts == {}
 
 
-def test_hosts_learned_on_a_port_that_turns_out_to_be_fabric_are_dropped() -> None:
+def test_no_link_is_believed_on_a_host_port_nor_from_a_port_to_itself() -> None:
+    """Hosts only ever receive LLDP sent out of their own port: replaying it (or
+    relaying a colluder's) is the only way a link could be claimed there."""
     t = Topology()
     t.add_switch(1, ports(1, 2))
     t.add_switch(2, ports(1, 2))
     assert t.learn_host(0.0, A, "10.0.0.1", 1, 2)
-    assert t.link_seen(0.1, (2, 1), (1, 2))
-    assert A not in t.hosts
+    assert not t.link_seen(0.1, (2, 1), (1, 2))
+    assert not t.link_seen(0.1, (2, 2), (2, 2))
+    assert A in t.hosts and t.links == {}
+    assert t.link_seen(0.2, (2, 1), (1, 1))  # between switch ports: believed
 
 
 def test_host_move_only_after_its_old_port_went_down_and_replans_both_switches() -> None:
