@@ -6,7 +6,7 @@ a handler returns the OpenFlow messages to send along with its response. When a 
 is configured, every call that changes something must carry ``Authorization: Bearer``.
 
 Routes (all under /loom/v1):
-  GET health · GET topology · GET routes?mac=MAC
+  GET health · GET topology · GET routes?mac=MAC · GET flows
   GET jobs · POST jobs · GET jobs/NAME · DELETE jobs/NAME
   GET policy · POST policy/reload
 """
@@ -65,6 +65,7 @@ class LoomApi:
             ("GET", "health", False): lambda: self.health(),
             ("GET", "topology", False): lambda: self.topology(),
             ("GET", "routes", False): lambda: self.host_routes(query),
+            ("GET", "flows", False): lambda: self.flows(),
             ("GET", "jobs", False): lambda: self.list_jobs(),
             ("POST", "jobs", False): lambda: self.create_job(body),
             ("GET", "jobs", True): lambda: self.show_job(str(item)),
@@ -111,14 +112,34 @@ class LoomApi:
             },
         )
 
+    def flows(self) -> Response:
+        """Tracked flows, largest first: rate, elephant or not, and the pinned path."""
+        f = self.fabric
+        peer = {(u, k): v for u, v, k in f.routes.graph.edges(keys=True)}
+        name = self._switch_name
+        out = []
+        for flow in sorted(f.te.flows.flows.values(), key=lambda x: (-x.rate_bps, x.key)):
+            path = f.te.paths.get(flow.key)
+            switches = [name(flow.ingress)] + [name(peer[h]) for h in path or () if h in peer]
+            out.append(
+                {
+                    "flow": str(flow.key),
+                    "mbps": round(flow.rate_bps / 1e6, 3),
+                    "elephant": flow.elephant,
+                    "ingress": name(flow.ingress),
+                    "pinned": path is not None,
+                    "path": switches if path is not None else None,
+                }
+            )
+        return Response(200, {"flows": out, "reroutes": dict(f.te.reroutes)})
+
+    def _switch_name(self, dpid: int) -> str:
+        switch = self.fabric.topo.switches.get(dpid)
+        return switch.name if switch else str(dpid)
+
     # -- jobs -----------------------------------------------------------------------
     def _describe(self, name: str) -> dict[str, Any]:
-        f = self.fabric
-        return describe(
-            f.jobs[name],
-            f.topo,
-            lambda d: f.topo.switches[d].name if d in f.topo.switches else str(d),
-        )
+        return describe(self.fabric.jobs[name], self.fabric.topo, self._switch_name)
 
     def list_jobs(self) -> Response:
         return Response(200, {"jobs": [self._describe(n) for n in sorted(self.fabric.jobs)]})

@@ -106,3 +106,20 @@ def test_dragonfly_adversarial_elephants_leave_the_direct_global_link() -> None:
             (u, v) for u, v in links_of(path) if graph.nodes[u]["group"] != graph.nodes[v]["group"]
         )
     assert max(globals_used.values()) == 1, globals_used  # minimal routing would put all 4 on one
+
+
+def test_flows_api_lists_elephants_with_their_pinned_paths() -> None:
+    from controller.api import LoomApi
+
+    sim = LoomSim(fat_tree(4), CONFIG).start()
+    sim.start_flow("h1", "h9", 40001, mbps=9)
+    sim.start_flow("h2", "h10", 40002, mbps=0.1)
+    sim.advance(2.0)
+    body = LoomApi(sim.core, lambda: sim.now).handle("GET", "/loom/v1/flows", {}).body
+    big = next(f for f in body["flows"] if ":40001" in f["flow"])
+    small = next(f for f in body["flows"] if ":40002" in f["flow"])
+    assert (
+        big["elephant"] and big["pinned"] and big["path"][0] == "e0_0" and big["path"][-1] == "e2_0"
+    )
+    assert not small["elephant"] and small["path"] is None
+    assert body["reroutes"]["new_elephant"] >= 1
