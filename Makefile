@@ -123,3 +123,10 @@ bench-dragonfly: setup
 .PHONY: bench-collectives
 bench-collectives: setup torch
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_collectives
+
+## Failover benchmark (/work/shared/BENCHMARKS.md §4): traffic gap at link cuts with fast
+## failover on and off, controller reroute latency after PortStatus, controller restart
+## and packet-in flood on a k=4 fat-tree; JSON + PNG into results/failover.
+.PHONY: bench-failover
+bench-failover: setup
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_failover

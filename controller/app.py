@@ -22,6 +22,7 @@ from controller.fabric import Fabric
 from controller.metrics import LoomMetrics
 from controller.model import Messages, PacketOut, StatsRequest
 from controller.ofp import decode, encode
+from controller.ofp.barriers import BarrierFences, modified_switches
 from controller.ofp.compat import (
     DEAD_DISPATCHER,
     MAIN_DISPATCHER,
@@ -56,6 +57,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.metrics = LoomMetrics(self.fabric, policy=self.policy.status)
         self.datapaths: dict[int, Any] = {}
         self.reads = decode.StateReads()
+        self.fences = BarrierFences()
         self._reload_requested = False
         register_rest(kwargs, self, self.settings.api_token)
         self._serve_metrics()
@@ -92,6 +94,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             self.send(self.fabric.switch_up(time.monotonic(), dpid, ports))
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dpid) is dp:
             del self.datapaths[dpid]
+            self.fences.switch_gone(dpid)
             self.logger.info("switch %016x disconnected", dpid)
             self.send(self.fabric.switch_down(time.monotonic(), dpid))
 
@@ -99,8 +102,16 @@ class FabricApp(BaseApp):  # type: ignore[misc]
     def _port_status(self, ev: Any) -> None:
         started, msg = time.perf_counter(), ev.msg
         desc, deleted = decode.port_desc(msg.desc), decode.port_status_deleted(msg)
-        self.send(self.fabric.port_status(time.monotonic(), msg.datapath.id, desc, deleted))
+        messages = self.fabric.port_status(time.monotonic(), msg.datapath.id, desc, deleted)
+        self.send(messages)
         self.metrics.handled("port_status", time.perf_counter() - started)
+        self.fence(messages, started)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier_reply(self, ev: Any) -> None:
+        done = self.fences.reply(time.perf_counter(), ev.msg.datapath.id, ev.msg.xid)
+        if done is not None:
+            self.metrics.rerouted(done)
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
@@ -174,6 +185,18 @@ class FabricApp(BaseApp):  # type: ignore[misc]
                 self.logger.exception("tick failed")
 
     # -- core -> switches -------------------------------------------------------
+    def fence(self, messages: Messages, started: float) -> None:
+        """A barrier after ``messages`` on every switch they modified: the last reply
+        times the reroute (``loom_reroute_latency_seconds``)."""
+        barriers = []
+        for dpid in modified_switches(messages):
+            dp = self.datapaths.get(dpid)
+            if dp is not None:
+                request = encode.barrier(dp)
+                dp.send_msg(request)  # sets request.xid
+                barriers.append((dpid, int(request.xid)))
+        self.fences.start(time.perf_counter(), started, barriers)
+
     def send(self, messages: Messages) -> None:
         """Rules first on every switch, then packets, so a packet never beats its route."""
         self.metrics.observe(self.fabric.drain_timings())

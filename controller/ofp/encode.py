@@ -145,6 +145,11 @@ def clear_switch(dp: Any) -> list[Any]:
     ]
 
 
+def barrier(dp: Any) -> Any:
+    """A barrier request: its reply means the switch has processed everything sent before."""
+    return parser.OFPBarrierRequest(dp)
+
+
 def stats_request(dp: Any, msg: StatsRequest) -> Any:
     if msg.kind is StatsKind.PORT:
         return parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY)

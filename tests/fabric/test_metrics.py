@@ -53,3 +53,39 @@ def test_every_documented_metric_is_exposed() -> None:
     assert {s.labels["kind"] for s in hist} == {"routes", "te"}
     buckets = [s for s in values["loom_group_bucket_bytes"] if s.name.endswith("_total")]
     assert [s.value for s in buckets] == [100, 200]
+
+
+def test_reroute_latency_is_timed_to_the_last_barrier_reply() -> None:
+    """A PortStatus's reroute counts as done when every switch it modified has answered its
+    barrier; a fence with a switch that disconnected never yields a time."""
+    from controller.model import PortDesc
+    from controller.ofp.barriers import BarrierFences, modified_switches
+
+    sim = LoomSim(fat_tree(4), CONFIG).start()
+    metrics = LoomMetrics(sim.core)
+    (dpid, port) = min(sim.core.topo.links)
+    messages = sim.core.port_status(sim.now, dpid, PortDesc(port, up=False))
+    changed = modified_switches(messages)  # a dead link: several switches get new rules
+    assert len(changed) > 1 and set(changed) <= set(messages)
+
+    fences = BarrierFences(expire_after=5.0)
+    fences.start(10.0, 9.99, [(1, 100), (2, 200)])
+    assert fences.reply(10.01, 1, 100) is None
+    assert fences.reply(10.02, 9, 999) is None  # not ours (e.g. a clear_switch barrier)
+    done = fences.reply(10.04, 2, 200)
+    assert done is not None and abs(done - 0.05) < 1e-9
+    metrics.rerouted(done)
+    fences.start(11.0, 11.0, [(3, 1), (4, 2)])
+    fences.switch_gone(4)
+    assert fences.reply(11.1, 3, 1) is None and len(fences) == 0
+    fences.start(12.0, 12.0, [(5, 1)])
+    fences.start(20.0, 20.0, [])  # expires the fence of 12.0
+    assert len(fences) == 0 and fences.reply(20.1, 5, 1) is None
+
+    families = scrape(metrics)
+    samples = {
+        (s.name, s.labels.get("le")): s.value for s in families["loom_reroute_latency_seconds"]
+    }
+    assert samples[("loom_reroute_latency_seconds_count", None)] == 1
+    assert samples[("loom_reroute_latency_seconds_bucket", "0.04")] == 0
+    assert samples[("loom_reroute_latency_seconds_bucket", "0.05")] == 1
