@@ -11,14 +11,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 import networkx as nx
 import pytest
 
 from topologies.graph import add_host, add_link, add_switch, new_graph
+
+if TYPE_CHECKING:
+    from mininet_scenarios.stack import LoomStack
 
 
 def _emulation_unavailable() -> str | None:
@@ -106,3 +111,30 @@ def pair_graph(prefix: str, rate_mbps: float = 10.0) -> nx.MultiGraph:
 def graphs() -> SimpleNamespace:
     """The graph builders above, for tests and module-scoped fixtures."""
     return SimpleNamespace(tree=tree_graph, pair=pair_graph)
+
+
+@pytest.fixture(scope="module")
+def tenant_report(request: pytest.FixtureRequest) -> Iterator[dict[str, object]]:
+    """A tenant test module's figures, saved as ``results/tenants/<module suffix>.json``."""
+    from tests.emulation.tenant_support import Report
+
+    report = Report(request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_tenant_"))
+    yield report
+    if report:
+        report.save()
+
+
+@pytest.fixture(scope="module")
+def tenant_loom(
+    tmp_path_factory: pytest.TempPathFactory, tenant_report: dict[str, object]
+) -> Iterator[LoomStack]:
+    """Loom on the tenant fat-tree (``tests/emulation/tenant_support.py``), one per module."""
+    from tests.emulation.tenant_support import tenant_stack
+
+    started = time.monotonic()
+    with tenant_stack(tmp_path_factory.mktemp("loom-tenants")) as stack:
+        tenant_report["discovery_s"] = round(stack.discovery_seconds, 1)
+        try:
+            yield stack
+        finally:
+            tenant_report["module_s"] = round(time.monotonic() - started, 1)
