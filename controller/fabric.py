@@ -118,6 +118,7 @@ class Fabric:
         self._next_lldp = 0.0
         self._syncing: dict[int, float] = {}  # dpid -> when its contents were requested
         self._adopted_at: dict[int, float] = {}  # dpid -> when what it held was adopted
+        self._holding: set[int] = set()  # switches kept on what they held until relearned
         self._last_change = 0.0  # last time the routed graph changed
         self._protected = Protection()  # where failover groups stand
         self._next_poll = 0.0
@@ -134,6 +135,7 @@ class Fabric:
         self.telemetry.forget_switch(dpid)
         self._syncing[dpid] = now
         self._adopted_at.pop(dpid, None)
+        self._holding.discard(dpid)
         reads = [
             StatsRequest(kind, sync=True)
             for kind in (StatsKind.FLOW, StatsKind.GROUP_DESC, StatsKind.METER_CONFIG)
@@ -166,6 +168,8 @@ class Fabric:
             held.meters[meter.meter_id] = meter
         self.store.adopt(dpid, held)
         self._adopted_at[dpid] = now
+        if held.flows:  # it forwards on its own: no plan for a half-relearned fabric
+            self._holding.add(dpid)
         self._recover_hosts(now, dpid, held)
         self.events["switch_adopted"] += 1
         return self._replan_all(now)
@@ -185,6 +189,7 @@ class Fabric:
     def switch_down(self, now: float, dpid: int) -> Messages:
         self.events["switch_down"] += 1
         self.topo.remove_switch(dpid)
+        self._holding.discard(dpid)
         self.store.forget_switch(dpid)
         self.telemetry.forget_switch(dpid)
         self.te.forget_switch(dpid)
@@ -282,12 +287,7 @@ class Fabric:
     # -- time -----------------------------------------------------------------
     def tick(self, now: float) -> Messages:
         """Periodic work: expire links and ARP waits, apply batched changes, send LLDP."""
-        out: Messages = {}
-        settle = self.config.settle_time
-        for dpid, adopted in list(self._adopted_at.items()):
-            if now - adopted >= settle and now - self._last_change >= settle / 2:
-                del self._adopted_at[dpid]
-                merge(out, {dpid: self.store.release(dpid)} if dpid in self.store.adopted else {})
+        out = self._settle(now)
         receiving = self.telemetry.receiving(now, 2 * self.config.poll_interval)
         expired = self.topo.expire_links(now, self.config.lldp_timeout, receiving)
         for link in expired:
@@ -313,6 +313,26 @@ class Fabric:
             self._next_lldp = now + self.config.lldp_interval
             for dpid in sorted(self.topo.switches):
                 merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+        return out
+
+    def _settle(self, now: float) -> Messages:
+        """Switches read back after a (re)connect, once discovery has been quiet: those
+        held on their old rules get plans for the whole relearned fabric (so a restart
+        rewrites nothing that was right), then what no plan claimed is removed."""
+        settle = self.config.settle_time
+        settled = [
+            dpid
+            for dpid, adopted in sorted(self._adopted_at.items())
+            if now - adopted >= settle and now - self._last_change >= settle / 2
+        ]
+        out: Messages = {}
+        if self._holding & set(settled):
+            self._holding -= set(settled)
+            out = self._replan_all(now)
+        for dpid in settled:
+            del self._adopted_at[dpid]
+            if dpid in self.store.adopted:
+                merge(out, {dpid: self.store.release(dpid)})
         return out
 
     def _poll(self) -> Messages:
@@ -378,8 +398,12 @@ class Fabric:
     def _ready(self, owner: Owner, plan: Plan) -> Plan:
         if owner[0] in ("dest", "flow", "job") and self._protected:
             plan = protect(plan, self._protected)
-        if self._syncing:  # nothing goes to a switch whose contents are not read yet
-            plan = {dpid: rules for dpid, rules in plan.items() if dpid not in self._syncing}
+        if self._syncing or self._holding:  # not read yet, or kept on what it holds
+            plan = {
+                dpid: rules
+                for dpid, rules in plan.items()
+                if dpid not in self._syncing and dpid not in self._holding
+            }
         return plan
 
     def _note_routed(self, dest: int, planned: bool) -> None:
