@@ -102,7 +102,7 @@ lint: venv
 	$(VENV)/bin/mypy
 
 demo: setup torch
-	$(PY) -m mininet_scenarios.demo
+	$(PY) -m mininet_scenarios.demo $(ARGS)
 
 clean-venv:
 	rm -rf $(VENV) $(OSKEN_VENV)
