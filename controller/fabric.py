@@ -340,6 +340,8 @@ class Fabric:
         rules (tracked flows, jobs) where flows or jobs enter."""
         flows = StatsRequest(StatsKind.FLOW, Table.PIN, COOKIE_BASE, COOKIE_MARK_MASK)
         ingresses = {f.ingress for f in self.te.flows.flows.values()}
+        members = {ip for job in self.jobs.values() for ip in job.spec.hosts}
+        ingresses |= {h.dpid for h in self.topo.hosts.values() if h.ip in members}
         out: Messages = {}
         for dpid in sorted(self.topo.switches):
             msgs: list[Message] = [StatsRequest(StatsKind.PORT), StatsRequest(StatsKind.GROUP)]

@@ -13,7 +13,7 @@ import pytest
 from controller.api import LoomApi, Response
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
-from controller.model import CookieKind
+from controller.model import CookieKind, StatsKind, StatsRequest
 from tests.sim import LoomSim
 from topologies import fat_tree
 from topologies.graph import host_list
@@ -168,3 +168,24 @@ def test_duplicates_and_overlapping_jobs_conflict(sim: LoomSim) -> None:
     bad_json = LoomApi(sim.core, lambda: 0.0).handle("POST", "/loom/v1/jobs", {}, b"{nope")
     assert bad_json.status == 400 and "not JSON" in bad_json.body["error"]
     assert [j["name"] for j in call(sim, "GET", "/loom/v1/jobs").body["jobs"]] == ["one"]
+
+
+def test_counters_are_polled_where_every_job_member_sends(sim: LoomSim) -> None:
+    """An all-to-all is all job pairs and no tracked flow: its senders' edge switches are
+    still polled for flow counters, or its bytes would read zero."""
+    members = ["h1", "h6", "h11", "h16"]
+    res = call(
+        sim,
+        "POST",
+        "/loom/v1/jobs",
+        {"name": "a2a", "tenant": "research", "hosts": ips(sim, members), "pattern": "all_to_all"},
+    )
+    assert res.status == 201, res.body
+    assert not sim.core.te.flows.flows
+    polled = {
+        dpid
+        for dpid, msgs in sim.core._poll().items()
+        if any(isinstance(m, StatsRequest) and m.kind is StatsKind.FLOW for m in msgs)
+    }
+    edges = {sim.graph.nodes[sim.graph.nodes[h]["switch"]]["dpid"] for h in members}
+    assert polled == edges
