@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 APT_PKGS := openvswitch-switch mininet iperf3 iputils-ping ethtool procps iproute2
 APT_NORECOMMENDS := prometheus
 WMEM := 16777216
+RMEM := 4194304
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 
 .PHONY: setup apt ovs venv osken-venv faucet-venv test test-unit test-emulation lint demo clean-venv
@@ -25,8 +26,12 @@ apt:
 	@systemctl disable --now prometheus >/dev/null 2>&1 || true
 
 ## Open vSwitch, userspace datapath: raise socket buffers *before* ovs-vswitchd starts
-## (its one shared send socket otherwise drops packets silently under congestion).
+## (its one shared send socket otherwise drops packets silently under congestion), and
+## the default receive buffer, which each port's socket takes when a bridge port is added
+## (small ones drop frames in arrival order, before any DSCP queue class can rank them).
 ovs: apt
+	@if [ "$$(sysctl -n net.core.rmem_default)" -lt $(RMEM) ]; then \
+	  sysctl -qw net.core.rmem_default=$(RMEM); fi
 	@cur=$$(sysctl -n net.core.wmem_default); \
 	if [ "$$cur" -lt $(WMEM) ]; then \
 	  sysctl -qw net.core.wmem_default=$(WMEM) net.core.wmem_max=$(WMEM) net.core.rmem_max=$(WMEM); \
