@@ -6,6 +6,7 @@ recover from a global link failure.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -37,7 +38,14 @@ def test_dragonfly_global_link_down_then_pingall_recovers(fly: LoomStack) -> Non
     fly.net.set_link(a, b, False)
     try:
         wait_links(fly, expected_links(fly.graph) - 2)
-        result = fly.net.pingall(timeout=2.0)
-        assert result.loss_pct == 0.0, result.failed[:10]
+        failed: list[list[tuple[str, str]]] = []
+        for _ in range(3):  # recovered: a pingall with no loss within a few seconds
+            result = fly.net.pingall(timeout=2.0)
+            if result.loss_pct == 0.0:
+                break
+            failed.append(result.failed)
+            time.sleep(1.0)
+        print(f"pingall rounds that lost pairs before recovery: {failed}")
+        assert result.loss_pct == 0.0, failed
     finally:
         fly.net.set_link(a, b, True)

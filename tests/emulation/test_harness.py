@@ -373,7 +373,10 @@ def test_sigterm_to_loom_scenario_cleans_up(graphs: SimpleNamespace, run_dir: Pa
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
-        time.sleep(1.0)  # let the CLI enter "hyh1 sleep 120"
+        while not _running(b"sleep\x00120\x00"):  # the CLI is inside "hyh1 sleep 120"
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
         children = _children(proc.pid)
         assert any(b"ryu-manager" in c for c in children.values())
         proc.send_signal(signal.SIGTERM)
@@ -385,6 +388,18 @@ def test_sigterm_to_loom_scenario_cleans_up(graphs: SimpleNamespace, run_dir: Pa
     assert not any(Path(f"/proc/{pid}").exists() for pid in children), children
     assert_clean(g, "hy")
     assert "nothing left" in log.read_text()
+
+
+def _running(cmdline: bytes) -> bool:
+    """Whether any process runs exactly this command line (NUL-separated, as in /proc)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if Path(f"/proc/{entry}/cmdline").read_bytes() == cmdline:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 def _children(pid: int) -> dict[int, bytes]:
