@@ -121,6 +121,7 @@ class Fabric:
         self._holding: set[int] = set()  # switches kept on what they held until relearned
         self._last_change = 0.0  # last time the routed graph changed
         self._protected = Protection()  # where failover groups stand
+        self._tunnel_links: set[tuple[int, int]] = set()  # every link seen: stable tunnel ids
         self._next_poll = 0.0
         self._planned_at: dict[str, int] = {}  # host MAC -> destination switch it is routed to
         self._routed_macs: dict[int, set[str]] = {}
@@ -440,7 +441,8 @@ class Fabric:
         plans.update(self._tenant_plans({h.tenant for h in self.topo.hosts.values()}))
         self._protected = Protection()
         if self.config.fast_failover:
-            detours, self._protected = protection_plans(self.routes.graph)
+            self._tunnel_links.update((u, k) for u, _, k in self.routes.graph.edges(keys=True))
+            detours, self._protected = protection_plans(self.routes.graph, self._tunnel_links)
             plans.update((("protect", dpid), plan) for dpid, plan in detours.items())
         self.timings.append(("routes", self.timer() - started))
         for kind in ("base", "dest", "flow", "job", "tenant", "protect"):  # "quiet" expires alone

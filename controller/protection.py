@@ -14,6 +14,7 @@ the detour; the switch only bridges the gap. VLAN ids limit tunnels to 4094 link
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -106,19 +107,32 @@ class Protection:
         return bool(self.first)
 
 
-def protection_plans(g: nx.MultiDiGraph) -> tuple[dict[int, Plan], Protection]:
-    """Per switch: its fast-failover groups and tunnel rules; and where they stand."""
+def tunnel_ids(links: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """A VLAN id per directed link (switch, port), in sorted order. Given every link ever
+    seen, not only the live ones, a failure renumbers nothing: the reroute it causes
+    changes the failed link's own rules, not every tunnel numbered after it."""
+    ordered = sorted(set(links))[:MAX_TUNNELS]
+    return {link: tunnel for tunnel, link in enumerate(ordered, start=1)}
+
+
+def protection_plans(
+    g: nx.MultiDiGraph, known: Iterable[tuple[int, int]] = ()
+) -> tuple[dict[int, Plan], Protection]:
+    """Per switch: its fast-failover groups and tunnel rules; and where they stand.
+    ``known``: links seen before (now down or gone), which keep their tunnel ids."""
     plans: dict[int, Plan] = {}
     prot = Protection()
     detours: dict[tuple[int, int], list[tuple[int, int]] | None] = {}
-    links = sorted((u, k) for u, _, k in g.edges(keys=True))
-    for tunnel, (u, port) in enumerate(links[:MAX_TUNNELS], start=1):
+    live = sorted((u, k) for u, _, k in g.edges(keys=True))
+    ids = tunnel_ids([*live, *known])
+    links = [(ids[link], link) for link in live if link in ids]
+    for tunnel, (u, port) in links:
         hops = detours[(u, port)] = detour(g, u, port)
         prot.first.setdefault(u, {})[port] = hops[0][1] if hops else None
         if hops and len(hops) > 1:
             end, arrival = _tunnel_rules(g, hops, tunnel, plans)
             prot.arrivals.setdefault(end, set()).add(arrival)
-    for tunnel, (u, port) in enumerate(links[:MAX_TUNNELS], start=1):
+    for tunnel, (u, port) in links:
         hops, rules = detours[(u, port)], _rules(plans, u)
         link = Bucket((Output(port),), 0, watch_port=port)
         if not hops:
