@@ -191,7 +191,7 @@ class FaucetProcess:
         stop_timeout: float = 5.0,
     ) -> None:
         self.graph = graph
-        self.run_dir = Path(run_dir)
+        self.run_dir = Path(run_dir).resolve()  # Faucet runs with cwd=run_dir
         self.ofp_port = ofp_port if ofp_port is not None else free_port()
         self.prometheus_port = free_port()
         self.root = root or stack_root(graph)
