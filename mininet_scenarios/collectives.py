@@ -244,6 +244,8 @@ def run_collective(
     pids: list[int] = []
     outs = [out_dir / f"rank{r}.json" for r in range(n)]
     logs = [out_dir / f"rank{r}.txt" for r in range(n)]
+    for stale in outs + logs:  # a rank is done when its output exists: never an old one's
+        stale.unlink(missing_ok=True)
     bg_result: list[BackgroundFlow] = []
     classes_before = class_snapshot(fnet)
     drops_before = port_drops(fnet)
