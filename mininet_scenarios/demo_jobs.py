@@ -19,10 +19,10 @@ from typing import Any
 
 import networkx as nx
 
+from mininet_scenarios.collectives_hosts import prepare_rank_hosts
 from mininet_scenarios.controller_proc import REPO_ROOT, alive, kill_pids
 from mininet_scenarios.demo_story import Demo, say
 from mininet_scenarios.loom_client import LoomApiError
-from mininet_scenarios.shaping import DEFAULT_CLASSES
 
 GLOO_PORTS = (40960, 49151)  # one u32 mask (0xe000) matches this range
 HOST_FILTER_PRIO = 7
@@ -81,25 +81,6 @@ def _start(demo: Demo, host: str, cmd: str) -> int:
     if not m:
         raise RuntimeError(f"{host}: could not start {cmd!r}: {out.strip()}")
     return int(m.group(1))
-
-
-def _prepare_ranks(demo: Demo, ranks: Sequence[str]) -> None:
-    """Pin gloo's ports and give them the collective class at the host's own egress: the
-    emulated NIC priority (gloo cannot set a TOS; the fabric marks DSCP for the job)."""
-    lo, hi = GLOO_PORTS
-    coll = next(qc for qc in DEFAULT_CLASSES if qc.name == "collective")
-    for h in ranks:
-        run = demo.stack.net.host(h).cmd
-        run(f"sysctl -qw net.ipv4.ip_local_port_range='{lo} {hi}'")
-        intf = f"{h}-eth0"
-        run(f"tc filter del dev {intf} parent 1: protocol ip prio {HOST_FILTER_PRIO} 2>/dev/null")
-        out = run(
-            f"tc filter add dev {intf} parent 1: protocol ip prio {HOST_FILTER_PRIO} u32"
-            f" match ip protocol 6 0xff match ip sport {lo} 0x{0xFFFF & ~(hi - lo):04x}"
-            f" flowid 1:{coll.minor:x} 2>&1; echo __rc=$?"
-        )
-        if "__rc=0" not in out:
-            raise RuntimeError(f"{h}: tc filter for gloo failed: {out.strip()}")
 
 
 def _register(demo: Demo, name: str, ranks: Sequence[str]) -> dict[str, Any]:
@@ -200,7 +181,7 @@ def step_collective(demo: Demo, n: int, mib: float, iters: int) -> None:
     research = demo.tenants["research"]
     ranks = spread_ranks(demo.stack.graph, research, n)
     others = [h for h in research if h not in ranks]
-    _prepare_ranks(demo, ranks)
+    prepare_rank_hosts(demo.stack.net, ranks)  # gloo in the collective class at the NIC
     job = _register(demo, JOB, ranks)
     name = {demo.ip(h): h for h in ranks}
     say(

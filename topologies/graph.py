@@ -176,3 +176,14 @@ def validate(g: nx.MultiGraph) -> None:
     ips = [d["ip"] for _, d in g.nodes(data=True) if d["kind"] == "host"]
     if len(set(macs)) != len(macs) or len(set(ips)) != len(ips):
         raise TopologyError("host MAC and IP addresses must be unique")
+
+
+def prefixed(graph: nx.MultiGraph, prefix: str) -> nx.MultiGraph:
+    """``graph`` with every node renamed ``prefix + name`` (links keep their port numbers):
+    two emulations of one topology on a machine need distinct node names."""
+    mapping = {n: f"{prefix}{n}" for n in graph.nodes}
+    g = nx.relabel_nodes(graph, mapping, copy=True)
+    for _, _, d in g.edges(data=True):
+        d["ports"] = {mapping[n]: p for n, p in d["ports"].items()}
+    g.graph["name"] = f"{prefix}-{graph.graph.get('name', 'fabric')}"
+    return g

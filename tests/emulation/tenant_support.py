@@ -27,6 +27,7 @@ import networkx as nx
 from mininet_scenarios.loom_client import LoomApiError
 from mininet_scenarios.stack import LoomStack
 from topologies import fat_tree
+from topologies.graph import prefixed
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RESULTS = REPO_ROOT / "results" / "tenants"
@@ -40,16 +41,6 @@ MOVED = {"red": range(1, 7), "blue": range(7, 11), "green": range(11, 16)}  # h1
 def h(i: int) -> str:
     """The node name of fat-tree host ``h<i>``."""
     return f"{PREFIX}h{i}"
-
-
-def prefixed(graph: nx.MultiGraph, prefix: str) -> nx.MultiGraph:
-    """``graph`` with every node renamed ``prefix + name`` (links keep their port numbers)."""
-    mapping = {n: f"{prefix}{n}" for n in graph.nodes}
-    g = nx.relabel_nodes(graph, mapping, copy=True)
-    for _, _, d in g.edges(data=True):
-        d["ports"] = {mapping[n]: p for n, p in d["ports"].items()}
-    g.graph["name"] = f"{prefix}-{graph.graph.get('name', 'fabric')}"
-    return g
 
 
 def tenant_graph() -> nx.MultiGraph:

@@ -17,7 +17,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import networkx as nx
 import pytest
 
 from mininet_scenarios import faults
@@ -33,6 +32,7 @@ from mininet_scenarios.rule_snapshot import compare_rules, rule_snapshot
 from mininet_scenarios.stack import LoomStack, expected_links
 from mininet_scenarios.streams import Stream, gap_in, stream_path
 from topologies import fat_tree
+from topologies.graph import prefixed
 
 pytestmark = pytest.mark.emulation
 RATE = 10.0
@@ -44,16 +44,6 @@ REROUTE_P95_BOUND_S = 1.0  # PortStatus -> barrier replies, from loom_reroute_la
 RESTART_GAP_BOUND_MS = 200.0  # the switches keep forwarding; the target is no gap at all
 API_P95_BOUND_S = 1.0
 REROUTE = "loom_reroute_latency_seconds"
-
-
-def prefixed(graph: nx.MultiGraph, prefix: str) -> nx.MultiGraph:
-    """``graph`` with every node renamed ``prefix + name`` (links keep their port numbers)."""
-    mapping = {n: f"{prefix}{n}" for n in graph.nodes}
-    g = nx.relabel_nodes(graph, mapping, copy=True)
-    for _, _, d in g.edges(data=True):
-        d["ports"] = {mapping[n]: p for n, p in d["ports"].items()}
-    g.graph["name"] = f"{prefix}-{graph.graph.get('name', 'fabric')}"
-    return g
 
 
 def record(stack: LoomStack, name: str, value: Any) -> None:

@@ -441,3 +441,15 @@ def test_cli_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert "fat-tree:4" in capsys.readouterr().out
     assert main([]) == 2
     assert "usage" in capsys.readouterr().err
+
+
+def test_prefixed_renames_nodes_and_keeps_ports() -> None:
+    from topologies.graph import prefixed
+
+    g = fat_tree(4)
+    p = prefixed(g, "x")
+    assert sorted(p.nodes) == sorted(f"x{n}" for n in g.nodes)
+    for u, v, d in g.edges(data=True):
+        assert any(e["ports"] == {f"x{u}": d["ports"][u], f"x{v}": d["ports"][v]}
+                   for e in p.get_edge_data(f"x{u}", f"x{v}").values())  # fmt: skip
+    assert p.graph["name"] == f"x-{g.graph['name']}"
