@@ -135,8 +135,9 @@ def protection_plans(
     for tunnel, (u, port) in links:
         hops, rules = detours[(u, port)], _rules(plans, u)
         link = Bucket((Output(port),), 0, watch_port=port)
-        if not hops:
+        if not hops:  # no detour (yet): no turn-back groups either, so nothing may use them
             rules.add_group(GroupRule(protect_gid(port), GroupType.FAST_FAILOVER, (link,)))
+            prot.arrivals.get(u, set()).discard(port)
             continue
         around = _detour_bucket(hops, tunnel)
         rules.add_group(GroupRule(protect_gid(port), GroupType.FAST_FAILOVER, (link, around)))

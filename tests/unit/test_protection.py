@@ -8,7 +8,7 @@ import networkx as nx
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
 from controller.model import GroupRule
-from controller.protection import MAX_TUNNELS, protection_plans, tunnel_ids
+from controller.protection import MAX_TUNNELS, protect, protection_plans, tunnel_ids
 from tests.sim import LoomSim
 from topologies import fat_tree
 
@@ -44,3 +44,31 @@ def test_a_failed_link_renumbers_no_other_tunnel() -> None:
     print(f"groups unchanged: {kept} of {len(stable)} with stable ids, {moved} renumbered")
     assert len(stable) - kept <= 0.15 * len(stable)  # those whose detours used the link
     assert moved < kept / 2  # renumbering after the failed link rewrites most of them
+
+
+def test_rules_use_only_groups_that_exist_while_the_graph_is_half_known() -> None:
+    """During discovery a link may have no detour yet while another link's tunnel already
+    ends on its port: no route may then point at a turn-back group that was never made."""
+    from controller.compiler import Plan
+    from controller.model import META_FROM_FABRIC, FlowRule, Match, Output, SwitchRules
+
+    sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
+    full: nx.MultiDiGraph = sim.core.routes.graph
+    edges = sorted(full.edges(keys=True, data=True))
+    for keep in range(1, len(edges) + 1):  # links learned one by one
+        g = nx.MultiDiGraph()
+        g.add_nodes_from(full.nodes(data=True))
+        g.add_edges_from((u, v, k, d) for u, v, k, d in edges[:keep])
+        plans, prot = protection_plans(g)
+        made = set(groups(plans))  # type: ignore[arg-type]
+        routes: Plan = {}
+        for u, _v, port in g.edges(keys=True):  # a transit route out of every port
+            rules = routes.setdefault(u, SwitchRules())
+            meta = (META_FROM_FABRIC, META_FROM_FABRIC)
+            match = Match.of(eth_dst=f"02:00:00:00:{u:02x}:{port:02x}", metadata=meta)
+            rules.add_flow(FlowRule(4, 100, match, (Output(port),)))
+        for dpid, rules in protect(routes, prot).items():
+            for rule in rules.flows.values():
+                for a in rule.actions:
+                    gid = getattr(a, "group_id", None)
+                    assert gid is None or (dpid, gid) in made, (keep, dpid, hex(gid))
