@@ -380,7 +380,11 @@ def test_sigterm_to_loom_scenario_cleans_up(graphs: SimpleNamespace, run_dir: Pa
         children = _children(proc.pid)
         assert any(b"ryu-manager" in c for c in children.values())
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 143, log.read_text()
+        signalled = time.monotonic()
+        # Usually gone in seconds; in some full-suite runs it has waited for the host's
+        # command to end first (at most its 120 s), which still must clean up fully.
+        assert proc.wait(150) == 143, log.read_text()
+        print(f"exited {time.monotonic() - signalled:.1f} s after SIGTERM")
     finally:
         if proc.poll() is None:
             proc.kill()
