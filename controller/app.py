@@ -22,7 +22,7 @@ from controller.fabric import Fabric
 from controller.metrics import LoomMetrics
 from controller.model import Messages, PacketOut, StatsRequest
 from controller.ofp import decode, encode
-from controller.ofp.barriers import BarrierFences, modified_switches
+from controller.ofp.barriers import MODIFICATIONS, BarrierFences, modified_switches
 from controller.ofp.compat import (
     DEAD_DISPATCHER,
     MAIN_DISPATCHER,
@@ -32,6 +32,8 @@ from controller.ofp.compat import (
     ofp_event,
     set_ev_cls,
 )
+from controller.ofp.outbox import Outbox
+from controller.ofp.rejects import SentMessages, error_name
 from controller.ofp.rest import LoomRestController, register_rest
 from controller.policy.loader import load_policy
 from controller.policy.manager import PolicyManager
@@ -58,6 +60,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.datapaths: dict[int, Any] = {}
         self.reads = decode.StateReads()
         self.fences = BarrierFences()
+        self.sent = SentMessages()
+        self.outbox = Outbox()
         self._reload_requested = False
         register_rest(kwargs, self, self.settings.api_token)
         self._serve_metrics()
@@ -89,12 +93,15 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             return
         if ev.state == MAIN_DISPATCHER:
             self.datapaths[dpid] = dp
+            self.outbox.open(dpid, dp)
             ports = [decode.port_desc(p) for p in dp.ports.values()]
             self.logger.info("switch %016x connected with %d ports", dpid, len(ports))
             self.send(self.fabric.switch_up(time.monotonic(), dpid, ports))
         elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dpid) is dp:
             del self.datapaths[dpid]
+            self.outbox.close(dpid)
             self.fences.switch_gone(dpid)
+            self.sent.switch_gone(dpid)
             self.logger.info("switch %016x disconnected", dpid)
             self.send(self.fabric.switch_down(time.monotonic(), dpid))
 
@@ -115,6 +122,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
+        self.outbox.wait_room(ev.msg.datapath.id)  # before planning: see Outbox
         started = time.perf_counter()
         pkt = decode.packet_in(ev.msg.datapath.id, ev.msg)
         self.send(self.fabric.packet_in(time.monotonic(), pkt))
@@ -156,10 +164,15 @@ class FabricApp(BaseApp):  # type: ignore[misc]
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def _error(self, ev: Any) -> None:
-        msg = ev.msg
+        msg, dpid = ev.msg, ev.msg.datapath.id
+        rejected = self.sent.take(dpid, msg.xid)
         self.logger.warning(
-            "switch %016x error type=%s code=%s", msg.datapath.id, msg.type, msg.code
+            "switch %016x rejected %s: %s",
+            dpid,
+            rejected or "a message",
+            error_name(msg.type, msg.code),
         )
+        self.send(self.fabric.rejected(time.monotonic(), dpid, rejected))
 
     # -- policy reloads: the file changed, SIGHUP, or POST /loom/v1/policy/reload ------
     def _on_sighup(self, signum: int, frame: Any) -> None:
@@ -192,13 +205,12 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         for dpid in modified_switches(messages):
             dp = self.datapaths.get(dpid)
             if dp is not None:
-                request = encode.barrier(dp)
-                dp.send_msg(request)  # sets request.xid
-                barriers.append((dpid, int(request.xid)))
+                barriers.append((dpid, self.outbox.put(dpid, dp, encode.barrier(dp))))
         self.fences.start(time.perf_counter(), started, barriers)
 
     def send(self, messages: Messages) -> None:
-        """Rules first on every switch, then packets, so a packet never beats its route."""
+        """Rules first on every switch, then packets, so a packet never beats its route;
+        each switch gets its messages in the order the core planned them (``Outbox``)."""
         self.metrics.observe(self.fabric.drain_timings())
         for want_packets in (False, True):
             for dpid, msgs in messages.items():
@@ -208,6 +220,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
                 for msg in msgs:
                     if isinstance(msg, PacketOut) == want_packets:
                         for ofmsg in encode.encode(dp, msg):
-                            dp.send_msg(ofmsg)  # sets ofmsg.xid
+                            xid = self.outbox.put(dpid, dp, ofmsg)
+                            if isinstance(msg, MODIFICATIONS):
+                                self.sent.sent(dpid, xid, msg)
                             if isinstance(msg, StatsRequest) and msg.sync:
-                                self.reads.expect(dpid, ofmsg.xid, msg.kind)
+                                self.reads.expect(dpid, xid, msg.kind)

@@ -78,6 +78,7 @@ def _spec_of(job: PolicyJob) -> JobSpec:
 
 
 DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
+REPAIR_BACKOFF = 5.0  # seconds between two repairs of one switch after rejections
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ class Fabric:
         self._syncing: dict[int, float] = {}  # dpid -> when its contents were requested
         self._adopted_at: dict[int, float] = {}  # dpid -> when what it held was adopted
         self._holding: set[int] = set()  # switches kept on what they held until relearned
+        self._repaired_at: dict[int, float] = {}  # dpid -> when a rejection last re-read it
         self._last_change = 0.0  # last time the routed graph changed
         self._protected = Protection()  # where failover groups stand
         self._tunnel_links: set[tuple[int, int]] = set()  # every link seen: stable tunnel ids
@@ -132,18 +134,39 @@ class Fabric:
         kept forwarding while Loom was away), and start discovery."""
         self.events["switch_up"] += 1
         self.topo.add_switch(dpid, ports)
-        self.store.forget_switch(dpid)
         self.telemetry.forget_switch(dpid)
+        self._repaired_at.pop(dpid, None)
+        out = self._read_back(now, dpid)
+        merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+        return out
+
+    def _read_back(self, now: float, dpid: int) -> Messages:
+        """Ask a switch for everything it holds; nothing is planned for it until the
+        answer is in (``switch_state``)."""
+        self.store.forget_switch(dpid)
         self._syncing[dpid] = now
         self._adopted_at.pop(dpid, None)
         self._holding.discard(dpid)
-        reads = [
+        reads: list[Message] = [
             StatsRequest(kind, sync=True)
             for kind in (StatsKind.FLOW, StatsKind.GROUP_DESC, StatsKind.METER_CONFIG)
         ]
-        out: Messages = {dpid: list(reads)}
-        merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
-        return out
+        return {dpid: reads}
+
+    def rejected(self, now: float, dpid: int, message: Message | None) -> Messages:
+        """A switch refused a message (OFPT_ERROR): what Loom believes it holds is now
+        wrong. Read it back and send the differences, as after a reconnect, but keep
+        routing it meanwhile (no holding). At most once per ``REPAIR_BACKOFF`` seconds
+        per switch, so a rule the switch can never accept does not loop."""
+        self.events["switch_rejected"] += 1
+        if dpid not in self.topo.switches or dpid in self._syncing:
+            return {}
+        if now - self._repaired_at.get(dpid, -REPAIR_BACKOFF) < REPAIR_BACKOFF:
+            return {}
+        self._repaired_at[dpid] = now
+        self.events["switch_repaired"] += 1
+        log.warning("switch %016x rejected a message: reading it back to repair it", dpid)
+        return self._read_back(now, dpid)
 
     def switch_state(
         self,
@@ -169,7 +192,8 @@ class Fabric:
             held.meters[meter.meter_id] = meter
         self.store.adopt(dpid, held)
         self._adopted_at[dpid] = now
-        if held.flows:  # it forwards on its own: no plan for a half-relearned fabric
+        repairing = dpid in self._repaired_at
+        if held.flows and not repairing:  # it forwards on its own: no half-relearned plan
             self._holding.add(dpid)
         self._recover_hosts(now, dpid, held)
         self.events["switch_adopted"] += 1

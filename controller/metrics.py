@@ -133,6 +133,18 @@ METRICS = [
         "Times an edge port opened flows too fast and its flows went untracked for a while.",
     ),
     MetricDoc(
+        "loom_switch_rejections_total",
+        "counter",
+        (),
+        "Messages a switch refused with an OpenFlow error (the controller log names each).",
+    ),
+    MetricDoc(
+        "loom_switch_repairs_total",
+        "counter",
+        (),
+        "Times a switch that refused a message was read back and its differences resent.",
+    ),
+    MetricDoc(
         "loom_path_computation_seconds",
         "histogram",
         ("kind",),
@@ -178,6 +190,13 @@ class FabricCollector(Collector):
         for kind, value in sorted(per_kind.items()):
             events.add_metric([kind], value)
         yield events
+        for name, event in (
+            ("loom_switch_rejections_total", "switch_rejected"),
+            ("loom_switch_repairs_total", "switch_repaired"),
+        ):
+            family = self._family(name)
+            family.add_metric([], f.events.get(event, 0))
+            yield family
 
     def _name(self, dpid: int) -> str:
         switch = self.fabric.topo.switches.get(dpid)

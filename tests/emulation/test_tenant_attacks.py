@@ -243,6 +243,9 @@ def run_cases(stack: LoomStack, cases: list[Attack]) -> dict[str, Any]:
     truth = {host_ip(stack, i): host_addr(stack, i)[0] for i in range(1, 17)}
     attackers = [host_addr(stack, i)[0] for i in (ATTACKER, OUTSIDER)]
     blue_macs = [host_addr(stack, i)[0] for i in TENANTS["blue"]]
+    # The attacker's own tenant may hear its real ARP (its kernel probes red h5 after the
+    # control cases); from the outsider nothing, and lies from nobody.
+    outsider = [host_addr(stack, OUTSIDER)[0]]
     counters: dict[str, Counter] = {}
     blue_flow: UdpProbe | None = None
     control_udp: UdpProbe | None = None
@@ -250,7 +253,8 @@ def run_cases(stack: LoomStack, cases: list[Attack]) -> dict[str, Any]:
     try:
         for i in WATCHED:
             # On the attackers: ARP naming a blue host means the controller answered them.
-            sha = blue_macs if i in (ATTACKER, OUTSIDER) else attackers
+            red = i in TENANTS["red"] and i != ATTACKER
+            sha = blue_macs if i in (ATTACKER, OUTSIDER) else outsider if red else attackers
             tokens = [c.token for c in cases]
             node = stack.net.host(h(i))
             counters[h(i)] = Counter(node, stack.net.intf(h(i), 0), tokens, sha, truth)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
 from controller.model import OFPP_LOCAL, ClearSwitch, FlowMod, GroupMod, Op, PortDesc
+from controller.ofp.compat import ofp, parser
 from tests.sim import LoomSim
 from topologies import dragonfly, fat_tree
 from topologies.graph import link_ends
@@ -80,3 +81,27 @@ def test_a_switch_that_lost_its_tables_gets_everything_again() -> None:
     sim.apply(sim.core.switch_up(sim.now, e00, ports))  # ... and reconnected
     assert snapshot(sim)[e00] == before
     assert sim.fake.reachability(explore_all=False).ok
+
+
+def test_a_switch_that_rejected_a_message_is_read_back_and_repaired() -> None:
+    """A switch that refused a message no longer holds what Loom believes it does. The
+    core reads it back and sends what is missing, at once (it is not held), and repairs
+    one switch at most once per back-off however many errors arrive."""
+    sim = LoomSim(fat_tree(4), CONFIG).start()
+    before = snapshot(sim)
+    edge = sim.graph.nodes["e0_0"]["dpid"]
+    lost = max(gid for gid in sim.fake.groups(edge) if gid < 0x4000_0000)  # a route group
+    sim.fake.send(edge, parser.OFPGroupMod(None, ofp.OFPGC_DELETE, 0, lost, []))  # and its flows
+    assert not sim.fake.reachability([("h1", "h16")], explore_all=False).ok
+    sent: list = []
+    original = sim.apply
+    sim.apply = lambda messages: (sent.append(messages), original(messages))[-1]  # type: ignore[method-assign]
+    sim.apply(sim.core.rejected(sim.now, edge, None))
+    assert sim.fake.reachability(explore_all=False).ok
+    assert snapshot(sim) == before
+    assert sim.core.events["switch_repaired"] == 1
+    assert sim.core.rejected(sim.now + 1.0, edge, None) == {}  # within the back-off
+    sim.advance(5.0)
+    assert sim.core.rejected(sim.now, edge, None) != {}
+    assert sim.core.events["switch_rejected"] == 3
+    assert sim.core.events["switch_repaired"] == 2
