@@ -62,6 +62,7 @@ class TeConfig:
     hold_down: float = 2.0
     stage_delay: float = 0.2
     margin: float = 0.05
+    background_floor: float = 0.1  # share of capacity: less unexplained load counts as none
     path_policy: str = "adaptive"
     max_candidates: int = 16
     max_flows: int = 20_000  # tracked flows at most (rules and memory stay bounded)
@@ -209,7 +210,7 @@ class TrafficEngineer:
         demands = self._demands(now, elephants, topo, routes, capacity)
         links = {(u, k) for u, _, k in routes.graph.edges(keys=True)}
         cap = {link: capacity(link) for link in links}
-        background = self._background(links, telemetry, elephants, routes, topo)
+        background = self._background(cap, telemetry, elephants, routes, topo)
         placement = place(demands, cap, background, margin=self.config.margin)
         self.last_max_utilization = placement.max_utilization
         for flow in elephants:
@@ -270,7 +271,7 @@ class TrafficEngineer:
 
     def _background(
         self,
-        links: set[PortRef],
+        cap: dict[PortRef, float],
         telemetry: Telemetry,
         elephants: list[TrackedFlow],
         routes: Routes,
@@ -281,9 +282,12 @@ class TrafficEngineer:
         A pinned elephant's rate is taken off its path; an unpinned one's is spread over
         its equal-cost paths, as hashing spreads it on average. What remains is filtered
         by the previous round's value (the smaller wins), so load that only lags behind
-        a move for a poll or two does not read as congestion.
+        a move for a poll or two does not read as congestion; and below
+        ``background_floor`` of a link's capacity it counts as none: flow and port
+        counters are read at slightly different times, and two elephants at line rate
+        leave a residue that must not move one of them between equal paths and back.
         """
-        load = {link: telemetry.tx_bps(link) for link in links}
+        load = {link: telemetry.tx_bps(link) for link in cap}
         for flow in elephants:
             pinned = self.paths.get(flow.key)
             dst = topo.hosts[flow.dst_mac].dpid
@@ -294,7 +298,8 @@ class TrafficEngineer:
         residual = {link: max(0.0, v) for link, v in load.items()}
         filtered = {link: min(v, self._residual.get(link, v)) for link, v in residual.items()}
         self._residual = residual
-        return filtered
+        floor = self.config.background_floor
+        return {link: v if v >= floor * cap.get(link, 0.0) else 0.0 for link, v in filtered.items()}
 
     def _stage(self, key: FlowKey, old: Plan, new: Plan, now: float) -> Plan:
         """Transit pins of the new path first, the old ingress rule kept until ``due``."""

@@ -7,6 +7,8 @@ from collections import Counter
 
 import pytest
 
+from controller.engineer import TeConfig, TrafficEngineer
+from controller.model import PortStats
 from controller.routing import compute_routes
 from controller.te import (
     Demand,
@@ -17,6 +19,8 @@ from controller.te import (
     valiant_choice,
     valiant_paths,
 )
+from controller.telemetry import Telemetry
+from controller.topology import Topology
 from tests.graphs import edge_of, switch_digraph
 from topologies import dragonfly, fat_tree
 from topologies.graph import host_list
@@ -162,3 +166,19 @@ def test_adaptive_choice_beats_minimal_on_adversarial_dragonfly_traffic() -> Non
     assert minimal.max_utilization == 4.0  # four flows share the one global link
     # 20 flows need >= 5*1 + 15*2 = 35 global hops on 20 directed global links: 2 is optimal
     assert adaptive.max_utilization == 2.0
+
+
+def test_background_below_the_floor_counts_as_none() -> None:
+    """Unexplained load under ``background_floor`` of capacity is counter lag or mice:
+    it must not push an elephant between equal paths; above it, it is real load."""
+    telemetry = Telemetry()
+    for now, scale in ((0.0, 0), (1.0, 1), (2.0, 2)):  # 0.5 and 3 Mbit/s, steady
+        stats = [PortStats(1, tx_bytes=scale * 62_500), PortStats(2, tx_bytes=scale * 375_000)]
+        telemetry.port_stats(now, 7, stats)
+    cap = {(7, 1): 10e6, (7, 2): 10e6}
+    engineer = TrafficEngineer(TeConfig(background_floor=0.1))
+    background = engineer._background(cap, telemetry, [], ROUTES, Topology())
+    assert background[(7, 1)] == 0.0
+    assert background[(7, 2)] == pytest.approx(3e6, rel=0.3)
+    no_floor = TrafficEngineer(TeConfig(background_floor=0.0))
+    assert no_floor._background(cap, telemetry, [], ROUTES, Topology())[(7, 1)] > 0.0
