@@ -23,10 +23,8 @@ messages to a monitor connection.)
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -43,6 +41,18 @@ from mininet.node import Host, Node, OVSSwitch, RemoteController
 
 from mininet_scenarios import emulation_logger
 from mininet_scenarios.controller_proc import alive, kill_pids, pids_in_netns
+from mininet_scenarios.ovs_state import (
+    OFCTL,
+    OWNER_KEY,
+    FabricError,
+    connected_bridges,
+    live_owners,
+    node_shells,
+    ovs_bridges,
+    ovs_ports,
+    root_interfaces,
+    sh,
+)
 from mininet_scenarios.shaping import QueueClass, root_run, shape_interface
 from mininet_scenarios.traffic import Counters, PingAll, parse_dump_ports, pingall
 from topologies.graph import host_list, validate
@@ -54,12 +64,6 @@ IPV6_OFF = (
     "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
     " net.ipv6.conf.lo.disable_ipv6=1"
 )
-OFCTL = ("ovs-ofctl", "-O", "OpenFlow13")
-OWNER_KEY = "loom-pid"
-
-
-class FabricError(RuntimeError):
-    """The fabric could not be built, or leftovers could not be removed."""
 
 
 class FabricTerminated(SystemExit):
@@ -86,83 +90,6 @@ class _RemoteController(RemoteController):  # type: ignore[misc]
 
     def checkListening(self) -> None:
         return None
-
-
-def sh(cmd: Sequence[str], check: bool = True, timeout: float = 30.0) -> str:
-    """Run a root-namespace command (argv, no shell); return stdout, raise on failure."""
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, check=False)
-    if check and proc.returncode:
-        raise FabricError(f"{' '.join(cmd)}: exit {proc.returncode}: {proc.stderr.strip()}")
-    return proc.stdout
-
-
-def root_interfaces() -> set[str]:
-    return set(os.listdir("/sys/class/net"))
-
-
-def ovs_bridges() -> set[str]:
-    return set(sh(["ovs-vsctl", "list-br"]).split())
-
-
-def ovs_ports() -> set[str]:
-    out = sh(["ovs-vsctl", "--bare", "--columns=name", "list", "Port"])
-    return set(out.split())
-
-
-def _json_cell(cell: Any) -> Any:
-    """Decode one ovs-vsctl JSON cell: ["uuid", x] -> x, ["set", [...]] -> [...]."""
-    if isinstance(cell, list) and len(cell) == 2 and cell[0] in ("uuid", "set", "map"):
-        if cell[0] == "set":
-            return [_json_cell(c) for c in cell[1]]
-        return cell[1]
-    return cell
-
-
-def connected_bridges() -> set[str]:
-    """Bridges with at least one controller reporting ``is_connected=true``."""
-
-    def table(name: str, columns: str) -> list[list[Any]]:
-        out = sh(["ovs-vsctl", "-f", "json", f"--columns={columns}", "list", name])
-        return [[_json_cell(c) for c in row] for row in json.loads(out)["data"]]
-
-    up = {uuid for uuid, conn in table("Controller", "_uuid,is_connected") if conn is True}
-    result = set()
-    for name, ctls in table("Bridge", "name,controller"):
-        ids = ctls if isinstance(ctls, list) else [ctls]
-        if up.intersection(ids):
-            result.add(name)
-    return result
-
-
-def node_shells(names: set[str]) -> dict[int, tuple[str, int]]:
-    """``pid -> (name, parent pid)`` of Mininet node shells (``bash ... mininet:<name>``)."""
-    shells = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        for arg in argv:
-            name = arg[8:].decode(errors="replace")
-            if arg.startswith(b"mininet:") and name in names:
-                shells[int(entry)] = (name, ppid)
-    return shells
-
-
-def live_owners(names: set[str], me: int) -> dict[str, int]:
-    """``name -> pid`` for names that a live process other than ``me`` (or its children) owns:
-    a Mininet node shell, or the PID recorded in a bridge's ``external_ids:loom-pid``."""
-    shells = node_shells(names).items()
-    owners = {name: pid for pid, (name, ppid) in shells if me not in (pid, ppid)}
-    out = sh(["ovs-vsctl", "-f", "json", "--columns=name,external_ids", "list", "Bridge"])
-    for name, ext in json.loads(out)["data"]:
-        pid = dict(_json_cell(ext) or []).get(OWNER_KEY, "")
-        if name in names and pid.isdigit() and int(pid) != me and alive(int(pid)):
-            owners.setdefault(name, int(pid))
-    return owners
 
 
 _ACTIVE_NAMES: set[str] = set()  # node names of the FabricNets running in this process

@@ -27,7 +27,8 @@ from mininet_scenarios.controller_proc import (
     ControllerProcess,
     free_port,
 )
-from mininet_scenarios.fabric_net import FabricError, FabricNet, ovs_bridges, root_interfaces
+from mininet_scenarios.fabric_net import FabricNet
+from mininet_scenarios.ovs_state import FabricError, ovs_bridges, root_interfaces
 from mininet_scenarios.shaping import DEFAULT_CLASSES, class_counters, root_run
 from mininet_scenarios.traffic import cpu_idle_sampler, iperf3_flows, ping_stats
 

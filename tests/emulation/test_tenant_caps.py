@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from mininet_scenarios.fabric_net import OFCTL, sh
+from mininet_scenarios.ovs_state import OFCTL, sh
 from mininet_scenarios.stack import LoomStack
 from mininet_scenarios.traffic import iperf3_flows
 from tests.emulation.tenant_support import (
