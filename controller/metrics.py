@@ -354,26 +354,15 @@ class LoomMetrics:
     ) -> None:
         self.registry = registry or CollectorRegistry()
         self.registry.register(FabricCollector(fabric, policy or PolicyStatus(None)))
-        doc = next(m for m in METRICS if m.name == "loom_path_computation_seconds")
-        self.path_seconds = Histogram(
-            doc.name,
-            doc.help,
-            list(doc.labels),
-            registry=self.registry,
-            buckets=BUCKETS,
-        )
-        handling = next(m for m in METRICS if m.name == "loom_event_handling_seconds")
-        self.handling = Histogram(
-            handling.name,
-            handling.help,
-            list(handling.labels),
-            registry=self.registry,
-            buckets=BUCKETS,
-        )
+        self.path_seconds = self._histogram("loom_path_computation_seconds", BUCKETS)
+        self.handling = self._histogram("loom_event_handling_seconds", BUCKETS)
+        self.reroute = self._histogram("loom_reroute_latency_seconds", REROUTE_BUCKETS)
 
-        reroute = next(m for m in METRICS if m.name == "loom_reroute_latency_seconds")
-        self.reroute = Histogram(
-            reroute.name, reroute.help, registry=self.registry, buckets=REROUTE_BUCKETS
+    def _histogram(self, name: str, buckets: tuple[float, ...]) -> Histogram:
+        """A histogram as ``METRICS`` declares it (name, help, labels)."""
+        doc = next(m for m in METRICS if m.name == name)
+        return Histogram(
+            doc.name, doc.help, list(doc.labels), registry=self.registry, buckets=buckets
         )
 
     def rerouted(self, seconds: float) -> None:
