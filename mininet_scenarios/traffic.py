@@ -221,12 +221,15 @@ def _host_pid(fnet: FabricNet, host: str, cmd: str) -> int:
 
 
 def _iperf_alive(pid: int) -> bool:
+    """The client's subshell or the iperf3 it became. Its cmdline reads empty while it
+    execs iperf3: still alive (reading that as gone made a run end after 3 s and kill the
+    client, whose report then said "interrupt - the client has terminated")."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return False
-    return state != "Z" and (b"iperf3" in cmdline or b"bash" in cmdline)
+    return state != "Z" and (not cmdline or b"iperf3" in cmdline or b"bash" in cmdline)
 
 
 def _listening(fnet: FabricNet, host: str, ports: set[int]) -> bool:
