@@ -50,7 +50,7 @@ from controller.model import (
     merge,
 )
 from controller.protection import Protection, protect, protection_plans
-from controller.routing import add_destination, compute_routes, empty_routes
+from controller.routing import add_destination, compute_routes, empty_routes, infer_groups
 from controller.telemetry import Telemetry
 from controller.tenants import TenantView, admit_plan
 from controller.topology import Topology
@@ -586,6 +586,7 @@ class Fabric:
     def describe(self) -> dict[str, Any]:
         """The learned fabric as plain data (for the API, logs and the demo)."""
         links = sorted((link.src, link.dst) for link in self.topo.links.values())
+        groups = infer_groups(self.topo.graph())  # of the links above, not of the last plan
         return {
             "switches": sorted(self.topo.switches),
             "links": [{"src": list(s), "dst": list(d)} for s, d in links],
@@ -593,5 +594,5 @@ class Fabric:
                 {"mac": h.mac, "ip": h.ip, "dpid": h.dpid, "port": h.port}
                 for h in sorted(self.topo.hosts.values(), key=lambda h: (h.dpid, h.port, h.mac))
             ],
-            "groups": None if self.routes.groups is None else len(set(self.routes.groups.values())),
+            "groups": None if groups is None else len(set(groups.values())),
         }

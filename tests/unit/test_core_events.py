@@ -22,6 +22,8 @@ from controller.model import (
     StatsRequest,
 )
 from controller.topology import Topology
+from topologies import dragonfly
+from topologies.graph import link_ends, switches
 
 A = "02:00:00:00:00:01"
 B = "02:00:00:00:00:02"
@@ -256,3 +258,21 @@ def test_a_link_still_carrying_traffic_outlives_late_lldp() -> None:
     f.port_stats(4.5, 1, [PortStats(3, rx_packets=700)])
     f.tick(8.5)
     assert f.topo.links == {}
+
+
+def test_described_dragonfly_groups_follow_the_links_not_the_last_plan() -> None:
+    """The topology view names the groups of the links it lists, even in the tick between
+    the last link arriving and the re-plan it triggers."""
+    g = dragonfly(a=4, p=1, h=1, g=5)
+    f = Fabric()
+    dpid = {sw: g.nodes[sw]["dpid"] for sw in switches(g)}
+    for sw in switches(g):
+        up(f, dpid[sw], [PortDesc(e.port) for e in link_ends(g, sw)])
+    for sw in switches(g):
+        for e in link_ends(g, sw):
+            if e.peer in dpid:
+                lldp = LldpFrame(dpid[sw], e.port)
+                f.packet_in(0.1, PacketIn(dpid[e.peer], e.peer_port, lldp, b"", 0, 0))
+    assert f.routes.groups is None  # not re-planned yet: that waits for the next tick
+    assert len(f.describe()["links"]) == 80
+    assert f.describe()["groups"] == 5
