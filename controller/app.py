@@ -172,7 +172,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             rejected or "a message",
             error_name(msg.type, msg.code),
         )
-        self.send(self.fabric.rejected(time.monotonic(), dpid, rejected))
+        self.send(self.fabric.rejected(time.monotonic(), dpid))
 
     # -- policy reloads: the file changed, SIGHUP, or POST /loom/v1/policy/reload ------
     def _on_sighup(self, signum: int, frame: Any) -> None:

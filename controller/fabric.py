@@ -153,7 +153,7 @@ class Fabric:
         ]
         return {dpid: reads}
 
-    def rejected(self, now: float, dpid: int, message: Message | None) -> Messages:
+    def rejected(self, now: float, dpid: int) -> Messages:
         """A switch refused a message (OFPT_ERROR): what Loom believes it holds is now
         wrong. Read it back and send the differences, as after a reconnect, but keep
         routing it meanwhile (no holding). At most once per ``REPAIR_BACKOFF`` seconds

@@ -96,12 +96,12 @@ def test_a_switch_that_rejected_a_message_is_read_back_and_repaired() -> None:
     sent: list = []
     original = sim.apply
     sim.apply = lambda messages: (sent.append(messages), original(messages))[-1]  # type: ignore[method-assign]
-    sim.apply(sim.core.rejected(sim.now, edge, None))
+    sim.apply(sim.core.rejected(sim.now, edge))
     assert sim.fake.reachability(explore_all=False).ok
     assert snapshot(sim) == before
     assert sim.core.events["switch_repaired"] == 1
-    assert sim.core.rejected(sim.now + 1.0, edge, None) == {}  # within the back-off
+    assert sim.core.rejected(sim.now + 1.0, edge) == {}  # within the back-off
     sim.advance(5.0)
-    assert sim.core.rejected(sim.now, edge, None) != {}
+    assert sim.core.rejected(sim.now, edge) != {}
     assert sim.core.events["switch_rejected"] == 3
     assert sim.core.events["switch_repaired"] == 2
