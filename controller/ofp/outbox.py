@@ -50,7 +50,7 @@ class Outbox:
         if msg.xid is None:
             dp.set_xid(msg)
         queue = self._queues.get(dpid)
-        if queue is None:  # not opened (a test's datapath): send directly
+        if queue is None:  # a datapath the app never opened: nothing to keep in order
             dp.send_msg(msg)
         else:
             queue.put(msg)

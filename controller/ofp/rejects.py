@@ -2,8 +2,8 @@
 
 A switch answers a bad message with an asynchronous OFPT_ERROR that carries only the
 message's xid and the first bytes of it. The shim remembers what it sent under each
-xid (the last ``keep`` messages per switch), so an error names the rule it refused and
-the core can resend it; and the error's numbers get the spec's names.
+xid (the last ``keep`` messages per switch), so the log names the rule a switch refused
+(the core then reads that switch back and repairs it), with the spec's error names.
 """
 
 from __future__ import annotations
