@@ -200,16 +200,26 @@ class Fabric:
         return self._replan_all(now)
 
     def _recover_hosts(self, now: float, dpid: int, held: SwitchRules) -> None:
+        """Each host has two delivery rules on its switch (from its edge, from the
+        fabric); either names its MAC, port and (in the cookie) its address."""
+        seen: set[str] = set()
         for rule in held.flows.values():
             if cookie_kind(rule.cookie) is not CookieKind.HOST or not rule.actions:
                 continue
             mac, out = rule.match.get("eth_dst"), rule.actions[0]
             ip_int = rule.cookie & 0xFFFF_FFFF
-            if isinstance(mac, str) and isinstance(out, Output) and mac not in self.topo.hosts:
-                ip = str(ipaddress.IPv4Address(ip_int)) if ip_int else None
-                tenant = self.tenants.tenant_of(mac, ip, dpid, out.port)
-                if tenant is not None:
-                    self.topo.learn_host(now, mac, ip, dpid, out.port, tenant)
+            if not isinstance(mac, str) or not isinstance(out, Output) or mac in seen:
+                continue
+            seen.add(mac)
+            ip = str(ipaddress.IPv4Address(ip_int)) if ip_int else None
+            tenant = self.tenants.tenant_of(mac, ip, dpid, out.port)
+            if tenant is None:
+                continue
+            known = self.topo.hosts.get(mac)
+            if known is None:  # a host that spoke since is fresher than its old rule
+                self.topo.learn_host(now, mac, ip, dpid, out.port, tenant)
+            if known is None or (known.dpid, known.port) == (dpid, out.port):
+                self.events["host_recovered"] += 1
 
     def switch_down(self, now: float, dpid: int) -> Messages:
         self.events["switch_down"] += 1

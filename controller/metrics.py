@@ -145,6 +145,13 @@ METRICS = [
         "Times a switch that refused a message was read back and its differences resent.",
     ),
     MetricDoc(
+        "loom_hosts_recovered_total",
+        "counter",
+        (),
+        "Hosts found in the delivery rules a (re)connecting switch still held: after a"
+        " controller restart, hosts known without having to speak.",
+    ),
+    MetricDoc(
         "loom_path_computation_seconds",
         "histogram",
         ("kind",),
@@ -193,6 +200,7 @@ class FabricCollector(Collector):
         for name, event in (
             ("loom_switch_rejections_total", "switch_rejected"),
             ("loom_switch_repairs_total", "switch_repaired"),
+            ("loom_hosts_recovered_total", "host_recovered"),
         ):
             family = self._family(name)
             family.add_metric([], f.events.get(event, 0))

@@ -112,6 +112,7 @@ def table(doc: dict[str, Any]) -> str:
             f"restart {r['signal']:<4}: gap {r['gap']['gap_ms']:.1f} ms ({r['gap']['lost']} lost;"
             f" target {TARGETS['restart_gap_ms']:g}), hosts back"
             f" {fmt(r['timeline_s']['hosts'], ' s')} with"
+            f" {fmt(r['timeline_s'].get('hosts_read_back'))} read back from switches and"
             f" {fmt(r['timeline_s']['arp_packet_ins_when_hosts_back'])} ARP packet-ins,"
             " rules removed/added/re-added"
             f" {rules['removed']}/{rules['added']}/{rules['readded']} of {rules['flows_before']},"

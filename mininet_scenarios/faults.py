@@ -64,6 +64,7 @@ class Restart:
     hosts: float | None
     links: float | None
     arp_packet_ins_when_hosts_back: float | None
+    hosts_read_back: float | None
     old_pid: int
     new_pid: int
 
@@ -103,7 +104,7 @@ def restart_controller(
     ctl.start()
     listening = time.monotonic() - t0
     new_pid = ctl.proc.pid
-    switches = hosts = links = arp = None
+    switches = hosts = links = arp = read_back = None
     deadline = t0 + listening + timeout
     while time.monotonic() < deadline and (switches is None or hosts is None or links is None):
         try:
@@ -117,8 +118,10 @@ def restart_controller(
         if hosts is None and h["hosts"] >= n_hosts:
             hosts = now
             with contextlib.suppress(Exception):
-                arp = sample(scrape(stack.metrics_url), "loom_packet_in_total", kind="arp")
+                metrics = scrape(stack.metrics_url)
+                arp = sample(metrics, "loom_packet_in_total", kind="arp")
+                read_back = sample(metrics, "loom_hosts_recovered_total")
         if links is None and h["links"] >= n_links:
             links = now
         time.sleep(0.05)
-    return Restart(how, dead, listening, switches, hosts, links, arp, old_pid, new_pid)
+    return Restart(how, dead, listening, switches, hosts, links, arp, read_back, old_pid, new_pid)

@@ -204,11 +204,11 @@ def test_controller_restart_keeps_traffic_and_hosts(fat: LoomStack) -> None:
     assert restart.new_pid != restart.old_pid
     assert gap.gap_ms <= RESTART_GAP_BOUND_MS, f"{gap}\n{fat.controller_log()[-3000:]}"
     assert restart.hosts is not None, "the new controller never saw every host"
-    # Hosts whose neighbour entries happen to go stale re-probe (a few ARPs), but every host
-    # was known before most of them spoke: relearned from the switches, not their packets.
-    arp = restart.arp_packet_ins_when_hosts_back
-    limit = len(net.host_names) // 2
-    assert arp is not None and arp < limit, f"{arp} ARP packet-ins before every host was known"
+    # Every host's delivery rules were read back from its switch. Hosts may ARP as well
+    # (a neighbour entry that went stale in the previous test re-probes: up to 12 seen);
+    # the count is recorded, the switches' rules are what the controller relies on.
+    recovered = prom.sample(prom.scrape(fat.metrics_url), "loom_hosts_recovered_total")
+    assert recovered >= len(net.host_names), f"{recovered} hosts read back from the switches"
     assert ping.loss_pct == 0.0, ping.failed[:10]
 
 

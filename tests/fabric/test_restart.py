@@ -38,6 +38,7 @@ def test_restart_keeps_every_rule_and_full_reachability_throughout() -> None:
     ]
     assert deletes == []
     assert len(sim.core.topo.hosts) == 16  # read back from the switches, no host spoke
+    assert sim.core.events["host_recovered"] == 16  # each once, though it has two rules
     assert sim.fake.reachability(explore_all=False).ok
     original = sim.apply
     sim.apply = lambda messages: (sent.append(messages), original(messages))[-1]  # type: ignore[method-assign]
