@@ -129,6 +129,7 @@ class LoomApi:
                     "ingress": name(flow.ingress),
                     "pinned": path is not None,
                     "path": switches if path is not None else None,
+                    "ack_priority": flow.key in f.te.acks,
                 }
             )
         return Response(200, {"flows": out, "reroutes": dict(f.te.reroutes)})

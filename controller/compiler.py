@@ -23,6 +23,7 @@ from controller.model import (
     META_TENANT_SHIFT,
     OFPG_MAX,
     OFPP_CONTROLLER,
+    Action,
     Bucket,
     CookieKind,
     FlowMod,
@@ -153,18 +154,25 @@ def base_plan(
 
 
 def flow_plan(
-    key: FlowKey, ingress: int, in_port: int, path: Path | None, dest: int, routes: Routes
+    key: FlowKey,
+    ingress: int,
+    in_port: int,
+    path: Path | None,
+    dest: int,
+    routes: Routes,
+    marks: tuple[Action, ...] = (),
 ) -> Plan:
-    """A tracked flow's rules: its accounting rule at the ingress (counting, then the
-    default route; or straight out of its first pinned hop) and a pin at every transit
-    switch where the default could choose differently."""
+    """A tracked flow's rules: its accounting rule at the ingress (counting, ``marks``
+    such as a traffic class, then the default route; or straight out of its first pinned
+    hop) and a pin at every transit switch where the default could choose differently."""
     cookie = make_cookie(CookieKind.FLOW, key.ident)
     fields = key.match_fields()
     at_ingress = Match.of(in_port=in_port, **fields)
     if path:
-        first = FlowRule(Table.PIN, PRIO_FLOW, at_ingress, (Output(path[0][1]),), cookie=cookie)
+        out = (*marks, Output(path[0][1]))
+        first = FlowRule(Table.PIN, PRIO_FLOW, at_ingress, out, cookie=cookie)
     else:
-        first = FlowRule(Table.PIN, PRIO_FLOW, at_ingress, goto=Table.ROUTE, cookie=cookie)
+        first = FlowRule(Table.PIN, PRIO_FLOW, at_ingress, marks, goto=Table.ROUTE, cookie=cookie)
     plan: Plan = {ingress: SwitchRules()}
     plan[ingress].add_flow(first)
     for dpid, port in (path or ())[1:]:

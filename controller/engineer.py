@@ -8,6 +8,11 @@ transit pins go first, and its ingress rule switches one ``stage_delay`` later, 
 path is ready; pins are never needed for delivery, because the default routes under
 them are always valid shortest paths. A moved flow is held for ``hold_down`` seconds.
 On dragonflies the candidates can include Valiant paths (``path_policy``).
+
+The ACK stream of a TCP elephant (its reverse flow, while that is no elephant itself) is
+marked into the control class at its ingress (``ack_priority``): at every hop where it
+meets other elephants' data it is served first, so a flow's ACK clock is not queued
+behind the data of the flows it crosses.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.compiler import Owner, Plan, flow_plan
-from controller.flows import FlowKey, FlowTable, TrackedFlow
+from controller.flows import IP_PROTO_TCP, FlowKey, FlowTable, TrackedFlow
 from controller.model import (
     ETH_TYPE_IPV4,
     META_FROM_FABRIC,
+    Action,
     CookieKind,
     EthFrame,
     FlowRule,
@@ -64,6 +70,7 @@ class TeConfig:
     margin: float = 0.05
     background_floor: float = 0.1  # share of capacity: less unexplained load counts as none
     path_policy: str = "adaptive"
+    ack_priority: bool = True  # elephants' ACK streams ride the control class
     max_candidates: int = 16
     max_flows: int = 20_000  # tracked flows at most (rules and memory stay bounded)
     new_flows_per_port: int = 200  # per second; above it a port stops being tracked ...
@@ -81,7 +88,12 @@ def owner_of(key: FlowKey) -> Owner:
 
 
 class TrafficEngineer:
-    def __init__(self, config: TeConfig, timer: Callable[[], float] = lambda: 0.0) -> None:
+    def __init__(
+        self,
+        config: TeConfig,
+        timer: Callable[[], float] = lambda: 0.0,
+        ack_marks: tuple[Action, ...] = (),
+    ) -> None:
         if config.path_policy not in POLICIES:
             raise ValueError(f"path_policy must be one of {POLICIES}, got {config.path_policy!r}")
         self.config = config
@@ -89,6 +101,8 @@ class TrafficEngineer:
         self.paths: dict[FlowKey, Path] = {}
         self.moved_at: dict[FlowKey, float] = {}
         self.staged: dict[FlowKey, Staged] = {}
+        self.ack_marks = ack_marks if config.ack_priority else ()
+        self.acks: set[FlowKey] = set()  # flows marked with ack_marks
         self.reroutes: Counter[str] = Counter()
         self.last_max_utilization = 0.0
         self.timer = timer  # measures planning time for metrics; never decides anything
@@ -233,7 +247,30 @@ class TrafficEngineer:
             plans[owner_of(flow.key)] = self._stage(
                 flow.key, old, self._plan(flow, topo, routes), now
             )
+        plans.update(self._mark_acks(elephants, topo, routes))
         return plans
+
+    def _mark_acks(
+        self, elephants: list[TrackedFlow], topo: Topology, routes: Routes
+    ) -> dict[Owner, Plan]:
+        """Re-plan the flows that became, or stopped being, an elephant's ACK stream."""
+        if not self.ack_marks:
+            return {}
+        tracked = self.flows.flows
+        wanted = {
+            back
+            for e in elephants
+            if e.key.ip_proto == IP_PROTO_TCP
+            and (back := e.key.reverse()) in tracked
+            and not tracked[back].elephant
+        }
+        changed = sorted(wanted ^ self.acks)
+        self.acks = wanted
+        return {
+            owner_of(key): self._plan(tracked[key], topo, routes)
+            for key in changed
+            if key in tracked
+        }
 
     def _demands(
         self,
@@ -316,11 +353,13 @@ class TrafficEngineer:
     def _plan(self, flow: TrackedFlow, topo: Topology, routes: Routes) -> Plan:
         dst = topo.hosts.get(flow.dst_mac)
         dest = dst.dpid if dst else flow.ingress
+        marks = self.ack_marks if flow.key in self.acks else ()
         return flow_plan(
-            flow.key, flow.ingress, flow.in_port, self.paths.get(flow.key), dest, routes
+            flow.key, flow.ingress, flow.in_port, self.paths.get(flow.key), dest, routes, marks
         )
 
     def _drop(self, key: FlowKey) -> None:
+        self.acks.discard(key)
         self.paths.pop(key, None)
         self.staged.pop(key, None)
         self.moved_at.pop(key, None)

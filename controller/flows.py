@@ -41,6 +41,10 @@ class FlowKey:
             f"{l4}_dst": self.l4_dst,
         }
 
+    def reverse(self) -> FlowKey:
+        """The other direction of the same conversation (a TCP flow's ACK stream)."""
+        return FlowKey(self.ipv4_dst, self.ipv4_src, self.ip_proto, self.l4_dst, self.l4_src)
+
     @property
     def ident(self) -> int:
         """Stable 32-bit id (cookies, labels): CRC32, never Python's ``hash()``."""

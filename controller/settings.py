@@ -10,6 +10,7 @@
 | LOOM_TE_INTERVAL | 0.5 | seconds between placement runs |
 | LOOM_ELEPHANT_SHARE | 0.1 | share of the ingress link that makes a flow an elephant |
 | LOOM_PATH_POLICY | adaptive | dragonflies: adaptive (UGAL-like), minimal or valiant |
+| LOOM_ACK_PRIORITY | on | TCP elephants' ACK streams ride the control class (needs LOOM_QOS) |
 | LOOM_METRICS_PORT | 9108 | Prometheus endpoint port (0: off) |
 | LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
 | LOOM_FAST_FAILOVER | on | failover groups with precomputed detours for every fabric link |
@@ -121,6 +122,7 @@ class Settings:
             path_policy=_get(
                 env, "LOOM_PATH_POLICY", _policy, t.path_policy, " or ".join(POLICIES)
             ),
+            ack_priority=_get(env, "LOOM_ACK_PRIORITY", _switch, t.ack_priority, "on or off"),
         )
         fabric = FabricConfig(
             lldp_interval=_get(

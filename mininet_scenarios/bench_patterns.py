@@ -16,6 +16,10 @@ Why it is built this way:
   namespaces otherwise reuse the same source ports and every seed hashes alike).
 * ``nonblocking`` runs first, so an interrupted run still has its denominator, and
   ``results.json`` is rewritten after every run.
+* Every port has the same DSCP class tree in every mode (collective, control, bulk, as in
+  the collectives benchmark): the same emulated hardware for all. Only Loom marks anything
+  (an elephant's ACK stream into the control class, ``LOOM_ACK_PRIORITY``); the others
+  leave all traffic in the default class.
 * CPU idle is sampled in every run: all switching happens in one ``ovs-vswitchd``, and a
   saturated CPU (< 35 % idle) would measure the machine, not the routing.
 
@@ -57,6 +61,7 @@ from mininet_scenarios.bench_report import (
     summary_json,
 )
 from mininet_scenarios.patterns import DRAGONFLY_PATTERNS, FAT_TREE_PATTERNS, Matrix, by_name
+from mininet_scenarios.shaping import DEFAULT_CLASSES
 from topologies import dragonfly, fat_tree
 from topologies.graph import add_host, add_switch, host_list, link_ends, new_graph
 
@@ -146,7 +151,11 @@ def start_mode(
         with (
             fm.FaucetProcess(graph, run_dir) as faucet,
             FabricNet(
-                graph, controller=faucet.address, run_dir=run_dir, queue_packets=queue_packets
+                graph,
+                controller=faucet.address,
+                run_dir=run_dir,
+                queue_classes=DEFAULT_CLASSES,
+                queue_packets=queue_packets,
             ) as fnet,
         ):
             ready = fm.faucet_ready(fnet, 120.0, faucet=faucet)
@@ -162,7 +171,9 @@ def start_mode(
             info["startup_s"] = round(time.monotonic() - t0, 1)
             yield fnet, info, lambda: _faucet_alive(faucet)
         return
-    with LoomStack(graph, run_dir, env=mode.env, queue_packets=queue_packets) as stack:
+    with LoomStack(
+        graph, run_dir, env=mode.env, queue_classes=DEFAULT_CLASSES, queue_packets=queue_packets
+    ) as stack:
         info = {
             "controller": "loom",
             "env": mode.env,
@@ -452,6 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "link_rate_mbps": args.rate,
         "queue_packets": args.queue_packets or 1000,
+        "queue_classes": [c.name for c in DEFAULT_CLASSES],
         "seconds": args.seconds,
         "drain_s": args.drain,
         "seeds": seeds,

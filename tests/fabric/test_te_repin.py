@@ -123,3 +123,38 @@ def test_flows_api_lists_elephants_with_their_pinned_paths() -> None:
     )
     assert not small["elephant"] and small["path"] is None
     assert body["reroutes"]["new_elephant"] >= 1
+
+
+def _dscps(trace: Trace) -> set[object]:
+    return {hop.packet["ip_dscp"] for branch in trace.branches for hop in branch.hops}
+
+
+def test_an_elephants_ack_stream_rides_the_control_class_while_the_elephant_lasts() -> None:
+    sim = LoomSim(fat_tree(4), CONFIG).start()
+    data = sim.start_flow("h1", "h5", 40005, mbps=9)
+    ack = sim.fake.packet("h5", "h1", tcp_src=5201, tcp_dst=40005)
+    sim.send("h5", ack)
+    sim.sources.append(("h5", ack, int(0.2e6 / 8 * 0.1)))  # 2 % of the link: ACKs
+    sim.advance(2.0)
+    assert [str(k) for k in sim.core.te.acks] == ["tcp:10.1.0.2:5201->10.0.0.2:40005"]
+    assert _dscps(sim.fake.trace("h5", ack)) == {48}  # CS6 at every hop: served first
+    assert _dscps(sim.fake.trace("h1", data)) == {0}  # the data itself stays bulk
+    other = sim.fake.packet("h5", "h1", tcp_src=5202, tcp_dst=40005)
+    assert _dscps(sim.fake.trace("h5", other)) == {0}  # not the elephant's reverse
+    sim.sources = [s for s in sim.sources if s[1] is not data]  # the transfer ends
+    sim.advance(3.0)
+    assert sim.core.te.acks == set()
+    assert _dscps(sim.fake.trace("h5", ack)) == {0}
+
+
+def test_ack_priority_off_leaves_ack_streams_unmarked() -> None:
+    te = TeConfig(enabled=True, te_interval=0.2, hold_down=0.5, ack_priority=False)
+    sim = LoomSim(fat_tree(4), FabricConfig(poll_interval=0.2, link_capacity_mbps=10.0, te=te))
+    sim.start()
+    sim.start_flow("h1", "h5", 40006, mbps=9)
+    ack = sim.fake.packet("h5", "h1", tcp_src=5201, tcp_dst=40006)
+    sim.send("h5", ack)
+    sim.sources.append(("h5", ack, int(0.2e6 / 8 * 0.1)))
+    sim.advance(2.0)
+    assert sim.core.te.acks == set() and len(sim.core.te.paths) == 1
+    assert _dscps(sim.fake.trace("h5", ack)) == {0}
