@@ -266,11 +266,7 @@ class TrafficEngineer:
         }
         changed = sorted(wanted ^ self.acks)
         self.acks = wanted
-        return {
-            owner_of(key): self._plan(tracked[key], topo, routes)
-            for key in changed
-            if key in tracked
-        }
+        return {owner_of(key): self._plan(tracked[key], topo, routes) for key in changed}
 
     def _demands(
         self,

@@ -10,7 +10,7 @@
 | LOOM_TE_INTERVAL | 0.5 | seconds between placement runs |
 | LOOM_ELEPHANT_SHARE | 0.1 | share of the ingress link that makes a flow an elephant |
 | LOOM_PATH_POLICY | adaptive | dragonflies: adaptive (UGAL-like), minimal or valiant |
-| LOOM_ACK_PRIORITY | on | TCP elephants' ACK streams ride the control class (needs LOOM_QOS) |
+| LOOM_ACK_PRIORITY | on | elephants' ACK streams ride the control class (with TE and QoS) |
 | LOOM_METRICS_PORT | 9108 | Prometheus endpoint port (0: off) |
 | LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
 | LOOM_FAST_FAILOVER | on | failover groups with precomputed detours for every fabric link |

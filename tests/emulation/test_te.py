@@ -1,6 +1,7 @@
 """Traffic engineering and telemetry on real switches: a collision of two elephants on one
-uplink is seen in the counters and undone; the metrics endpoint and a real Prometheus
-server both serve every documented metric."""
+uplink is seen in the counters and undone; an elephant's ACKs cross the fabric in the
+control class; the metrics endpoint and a real Prometheus server both serve every
+documented metric."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.metrics import METRICS
 from mininet_scenarios.prometheus_proc import PrometheusProcess
+from mininet_scenarios.shaping import DEFAULT_CLASSES, class_counters, root_run
 from mininet_scenarios.stack import LoomStack
 from mininet_scenarios.traffic import iperf3_flows
 from topologies import fat_tree
@@ -35,7 +37,8 @@ def te(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoomStack]:
         "LOOM_POLL_INTERVAL": str(POLL),
         "LOOM_TE_INTERVAL": str(POLL),
     }
-    with LoomStack(fat_tree(4, rate_mbps=RATE), run_dir, env=env) as stack:
+    graph = fat_tree(4, rate_mbps=RATE)
+    with LoomStack(graph, run_dir, env=env, queue_classes=DEFAULT_CLASSES) as stack:
         assert stack.net.pingall(timeout=2.0).loss_pct == 0.0
         yield stack
 
@@ -89,6 +92,42 @@ def test_collision_of_two_elephants_on_one_uplink_is_resolved(te: LoomStack) -> 
             }
         )
     )
+
+
+def class_bytes(stack: LoomStack, switch: str, ports: tuple[int, ...]) -> dict[str, int]:
+    """Bytes each DSCP class sent out of these switch ports, summed."""
+    out: dict[str, int] = {}
+    for port in ports:
+        for name, c in class_counters(root_run, stack.net.intf(switch, port)).items():
+            out[name] = out.get(name, 0) + c.bytes
+    return out
+
+
+def test_an_elephants_acks_cross_the_fabric_in_the_control_class(te: LoomStack) -> None:
+    """h1 (e0_0) sends to h9 (e2_0): the data leaves e0_0 in bulk, and once the flow is an
+    elephant its ACKs leave e2_0 in the control class (uplinks 3 and 4 at both)."""
+    data0, acks0 = class_bytes(te, "e0_0", (3, 4)), class_bytes(te, "e2_0", (3, 4))
+    marked: list[dict] = []
+
+    def watch() -> None:
+        time.sleep(3.0)
+        marked.extend(f for f in te.api.get("/loom/v1/flows")["flows"] if f.get("ack_priority"))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    run = iperf3_flows(te.net, [("h1", "h9")], seconds=6, extra_args=("--cport", "40100"))
+    watcher.join()
+    data1, acks1 = class_bytes(te, "e0_0", (3, 4)), class_bytes(te, "e2_0", (3, 4))
+    data = {k: data1[k] - data0[k] for k in data1}
+    acks = {k: acks1[k] - acks0[k] for k in acks1}
+    (te.run_dir / "ack_classes.json").write_text(
+        json.dumps({"data_side": data, "ack_side": acks, "marked": marked})
+    )
+    assert [f["flow"] for f in marked] == ["tcp:10.2.0.2:5201->10.0.0.2:40100"], marked
+    assert data["bulk"] > 4_000_000 and data["control"] < 0.01 * data["bulk"], data
+    assert acks["control"] > 50_000, acks  # ACKs (and only a few in bulk before marking)
+    assert acks["bulk"] < acks["control"], acks
+    assert run.flows[0].mbps > 0.8 * RATE
 
 
 def scrape(url: str) -> dict[str, list]:
