@@ -32,9 +32,9 @@ class TrafficClass:
     share: float  # guaranteed share of a link; idle classes lend to busy ones
 
 
-COLLECTIVE = TrafficClass("collective", 26, 1, 0.80)  # AF31, as RoCE data commonly uses
+COLLECTIVE = TrafficClass("collective", 26, 1, 0.90)  # AF31, as RoCE data commonly uses
 CONTROL = TrafficClass("control", 48, 2, 0.05)  # CS6
-BULK = TrafficClass("bulk", 0, 0, 0.15)  # best effort: everything unmarked
+BULK = TrafficClass("bulk", 0, 0, 0.05)  # best effort: everything unmarked
 CLASSES = {c.name: c for c in (COLLECTIVE, CONTROL, BULK)}
 
 PRIO_QUEUE = 200

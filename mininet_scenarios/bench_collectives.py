@@ -3,7 +3,7 @@
     python -m mininet_scenarios.bench_collectives [--rate 10] [--mib 16] [--iters 3]
         [--warmup 1] [--seeds 1] [--out results/collectives] [--quick] [--mtu 9000]
         [--scenarios allreduce,protection,alltoall] [--modes ecmp,no-qos,loom]
-        [--bulk-share 0.15]
+        [--bulk-share 0.05] [--queue-packets 30]
 
 Every port (switch and host side) carries the DSCP queue classes of
 :data:`mininet_scenarios.shaping.DEFAULT_CLASSES`. Three controller modes, each one network
@@ -39,8 +39,10 @@ the placement (same network, same rank order: 0.60 of link at MTU 1500, 0.97 at 
 The HTB+TCP ceiling is :func:`~mininet_scenarios.collectives_math.tcp_ceiling` of the MTU.
 
 Protection is bounded by the queue shares: a saturating bulk class keeps its guaranteed
-rate (``--bulk-share``, default 0.15 of every link), so the collective gets at most the
-rest: busbw with background / idle <= about ``1 - bulk share``.
+rate (``--bulk-share``, default 0.05 of every link), so the collective gets at most the
+rest: busbw with background / idle <= about ``1 - bulk share``. Each class queues at most
+``--queue-packets`` (default 30 jumbo frames, 0.2 s at 10 Mbit/s, like a switch buffer):
+the kernel's 1000-packet default holds seconds of a saturating class at these rates.
 
 Wrap the command in ``flock /tmp/loom-emulation.lock`` on a shared machine.
 """
@@ -259,7 +261,13 @@ def run_mode(
     run_dir = args.out / "runs" / mode
     say(f"{mode}: starting Loom ({' '.join(f'{k}={v}' for k, v in env.items())}) + fat-tree ...")
     t0 = time.monotonic()
-    with LoomStack(graph, run_dir, env=env, queue_classes=queue_classes(args.bulk_share)) as st:
+    with LoomStack(
+        graph,
+        run_dir,
+        env=env,
+        queue_classes=queue_classes(args.bulk_share),
+        queue_packets=args.queue_packets or None,
+    ) as st:
         if args.mtu != 1500:
             set_mtu(st.net, args.mtu)
         ping = st.net.pingall(timeout=2.0)
@@ -372,8 +380,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--bulk-share",
         type=float,
-        help="guaranteed share of the bulk class (default: DEFAULT_CLASSES, 0.15); the"
+        help="guaranteed share of the bulk class (default: DEFAULT_CLASSES, 0.05); the"
         " collective class gets the rest after control",
+    )
+    ap.add_argument(
+        "--queue-packets",
+        type=int,
+        default=30,
+        help="queue limit of each class on every port, packets (default 30; 0: the kernel's 1000)",
     )
     ap.add_argument(
         "--mtu",
@@ -433,6 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             " priority); background iperf3 clients use ports from 30000",
         },
         "queue_classes": [qc.__dict__ for qc in queue_classes(args.bulk_share)],
+        "queue_packets": args.queue_packets or 1000,
         "target": TARGET,
         "modes": {},
         "runs": [],

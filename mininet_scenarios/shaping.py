@@ -62,9 +62,9 @@ class QueueClass:
 
 
 DEFAULT_CLASSES: tuple[QueueClass, ...] = (
-    QueueClass("collective", 0x10, (26,), prio=0, rate_share=0.80),
+    QueueClass("collective", 0x10, (26,), prio=0, rate_share=0.90),
     QueueClass("control", 0x20, (48,), prio=1, rate_share=0.05),
-    QueueClass("bulk", 0x30, (0,), prio=2, rate_share=0.15),
+    QueueClass("bulk", 0x30, (0,), prio=2, rate_share=0.05),
 )
 DEFAULT = DEFAULT_CLASSES  # short alias
 

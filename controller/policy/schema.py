@@ -119,9 +119,9 @@ class Job(Strict):
 
 
 class Queues(Strict):
-    collective: float = Field(default=0.80, gt=0, le=1)
+    collective: float = Field(default=0.90, gt=0, le=1)
     control: float = Field(default=0.05, gt=0, le=1)
-    bulk: float = Field(default=0.15, gt=0, le=1)
+    bulk: float = Field(default=0.05, gt=0, le=1)
 
     @model_validator(mode="after")
     def _sum(self) -> Queues:

@@ -260,7 +260,7 @@ def test_expected_seconds_and_queue_classes() -> None:
     # 16 MiB all-reduce on 16 ranks at 10 Mbit/s: ~26.3 s per iteration at the TCP ceiling
     assert expected_seconds("all_reduce", 16, 16, 10, 3, 1) == pytest.approx(4 * 26.3, rel=0.01)
     default = queue_classes(None)
-    assert [qc.rate_share for qc in default] == [0.80, 0.05, 0.15]
+    assert [qc.rate_share for qc in default] == [0.90, 0.05, 0.05]
     tuned = {qc.name: qc.rate_share for qc in queue_classes(0.02)}
     assert tuned == pytest.approx({"collective": 0.93, "control": 0.05, "bulk": 0.02})
 
