@@ -222,9 +222,9 @@ def test_queue_classes_and_limits_on_every_link_end(graphs: SimpleNamespace, run
             classes = run(f"tc class show dev {intf}")
             assert re.search(r"class htb 1:1 root rate 250Mbit ceil 250Mbit", classes)
             assert re.search(
-                r"class htb 1:10 parent 1:1 .*prio 0 rate 200Mbit ceil 250Mbit", classes
+                r"class htb 1:10 parent 1:1 .*prio 0 rate 225Mbit ceil 250Mbit", classes
             )
-            assert re.search(r"class htb 1:30 parent 1:1 .*prio 2 rate 37500Kbit", classes)
+            assert re.search(r"class htb 1:30 parent 1:1 .*prio 2 rate 12500Kbit", classes)
             qdiscs = run(f"tc qdisc show dev {intf}")
             assert "default 0x30" in qdiscs
             assert qdiscs.count("pfifo") == 3 and "limit 64p" in qdiscs
