@@ -41,6 +41,7 @@ from controller.model import (
     Output,
     SwitchRules,
     Table,
+    cookie_kind,
     make_cookie,
 )
 from controller.qos import qos_rules
@@ -241,6 +242,20 @@ def destination_plan(
 
 def _ip_int(ip: str | None) -> int:
     return int(ipaddress.IPv4Address(ip)) if ip else 0
+
+
+def held_hosts(held: SwitchRules) -> list[tuple[str, str | None, int]]:
+    """(MAC, IP, port) of every host whose delivery rules a switch holds, each once
+    (a host has two: from its edge, from the fabric); the address rides in the cookie."""
+    found: dict[str, tuple[str, str | None, int]] = {}
+    for rule in held.flows.values():
+        if cookie_kind(rule.cookie) is not CookieKind.HOST or not rule.actions:
+            continue
+        mac, out, ip_int = rule.match.get("eth_dst"), rule.actions[0], rule.cookie & 0xFFFF_FFFF
+        if isinstance(mac, str) and isinstance(out, Output) and mac not in found:
+            ip = str(ipaddress.IPv4Address(ip_int)) if ip_int else None
+            found[mac] = (mac, ip, out.port)
+    return list(found.values())
 
 
 def _from_edge(tenant: int) -> tuple[int, int]:

@@ -8,7 +8,6 @@ into the next ``tick`` while a port going down is handled at once.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -17,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from controller.arp import ArpService
 from controller.collectives import JobError, JobSpec, JobState, job_plan, parse_job, place_job
-from controller.compiler import Owner, Plan, RuleStore, base_plan, destination_plan
+from controller.compiler import (
+    Owner,
+    Plan,
+    RuleStore,
+    base_plan,
+    destination_plan,
+    held_hosts,
+)
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.model import (
     COOKIE_BASE,
@@ -201,25 +207,14 @@ class Fabric:
         return self._replan_all(now)
 
     def _recover_hosts(self, now: float, dpid: int, held: SwitchRules) -> None:
-        """Each host has two delivery rules on its switch (from its edge, from the
-        fabric); either names its MAC, port and (in the cookie) its address."""
-        seen: set[str] = set()
-        for rule in held.flows.values():
-            if cookie_kind(rule.cookie) is not CookieKind.HOST or not rule.actions:
-                continue
-            mac, out = rule.match.get("eth_dst"), rule.actions[0]
-            ip_int = rule.cookie & 0xFFFF_FFFF
-            if not isinstance(mac, str) or not isinstance(out, Output) or mac in seen:
-                continue
-            seen.add(mac)
-            ip = str(ipaddress.IPv4Address(ip_int)) if ip_int else None
-            tenant = self.tenants.tenant_of(mac, ip, dpid, out.port)
+        for mac, ip, port in held_hosts(held):
+            tenant = self.tenants.tenant_of(mac, ip, dpid, port)
             if tenant is None:
                 continue
             known = self.topo.hosts.get(mac)
             if known is None:  # a host that spoke since is fresher than its old rule
-                self.topo.learn_host(now, mac, ip, dpid, out.port, tenant)
-            if known is None or (known.dpid, known.port) == (dpid, out.port):
+                self.topo.learn_host(now, mac, ip, dpid, port, tenant)
+            if known is None or (known.dpid, known.port) == (dpid, port):
                 self.events["host_recovered"] += 1
 
     def switch_down(self, now: float, dpid: int) -> Messages:
