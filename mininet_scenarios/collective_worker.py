@@ -74,17 +74,19 @@ def elements(mib: float, world: int) -> int:
     return max(world, n - n % world)
 
 
-def tcp_bytes_by_peer(text: str) -> dict[str, dict[str, int]]:
+def tcp_bytes_by_peer(text: str, pid: int | None = None) -> dict[str, dict[str, int]]:
     """``peer IP -> {"sent": bytes_acked, "received": bytes_received, "retrans":
     bytes_retrans}`` summed over the connections in ``ss -tinH`` output (each socket: one
     address line, one info line). Retransmitted bytes show loss the HTB counters cannot
-    (e.g. a full socket buffer inside ovs-vswitchd)."""
+    (e.g. a full socket buffer inside ovs-vswitchd). With ``pid`` (``ss -p`` output), only
+    that process's sockets count: a background flow in the same host is not the rank's."""
     out: dict[str, dict[str, int]] = {}
     peer: str | None = None
     for line in text.splitlines():
         m = _SS_PEER_RE.match(line.strip())
         if m:
-            peer = m.group(3).strip("[]")
+            mine = pid is None or f"pid={pid}," in line
+            peer = m.group(3).strip("[]") if mine else None
             continue
         if peer is None:
             continue
@@ -101,7 +103,7 @@ def tcp_bytes_by_peer(text: str) -> dict[str, dict[str, int]]:
 def _tcp_snapshot() -> dict[str, dict[str, int]]:
     try:
         proc = subprocess.run(
-            ["ss", "-tinH", "state", "established"],
+            ["ss", "-tinpH", "state", "established"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -111,7 +113,7 @@ def _tcp_snapshot() -> dict[str, dict[str, int]]:
         return {}
     # `ss state established` drops the State column; put a placeholder back for the regex.
     lines = [f"ESTAB {ln}" if ln[:1].isdigit() else ln for ln in proc.stdout.splitlines()]
-    return tcp_bytes_by_peer("\n".join(lines))
+    return tcp_bytes_by_peer("\n".join(lines), pid=os.getpid())
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:

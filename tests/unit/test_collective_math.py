@@ -207,6 +207,22 @@ def test_tcp_bytes_by_peer_sums_connections_per_peer() -> None:
     assert out["::1"] == {"sent": 5, "received": 0, "retrans": 0}
 
 
+SS_PROCESSES = """\
+ESTAB 0 0 10.0.0.2:41000 10.1.0.3:45123 users:(("python3",pid=77,fd=9))
+\t cubic bytes_acked:100 bytes_received:7
+ESTAB 0 0 10.0.0.2:30001 10.1.0.3:5301 users:(("iperf3",pid=78,fd=5))
+\t cubic bytes_retrans:9000 bytes_acked:5000000
+"""
+
+
+def test_tcp_bytes_by_peer_counts_only_the_ranks_own_sockets() -> None:
+    # A bulk iperf3 flow in the same host (and to the same peer) is not the rank's traffic.
+    assert tcp_bytes_by_peer(SS_PROCESSES, pid=77) == {
+        "10.1.0.3": {"sent": 100, "received": 7, "retrans": 0}
+    }
+    assert tcp_bytes_by_peer(SS_PROCESSES)["10.1.0.3"]["retrans"] == 9000
+
+
 # --------------------------------------------------------------------------- benchmark
 
 
