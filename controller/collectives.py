@@ -31,7 +31,7 @@ from controller.model import (
     Table,
     make_cookie,
 )
-from controller.qos import CLASSES, mark
+from controller.qos import CLASSES, CONTROL, mark
 from controller.routing import Routes
 from controller.te import Demand, Link, Path, minimal_paths, place
 from controller.topology import Topology
@@ -218,12 +218,14 @@ def place_job(
 
 
 def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
-    """Rules for a placed job: mark and steer at each sender's ingress, pin in transit;
-    the reverse direction of every pair (ACKs) is marked too, so it is not queued
-    behind bulk traffic."""
+    """Rules for a placed job: mark and steer at each sender's ingress, pin in transit.
+    The reverse direction of a pair that only one side sends on carries its ACKs: they go
+    in the control class, ahead of data, or a hop's ACKs would wait behind the queue of
+    another hop's data (and of bulk traffic) and stall the lock-step ring."""
     spec = job.spec
     cookie = make_cookie(CookieKind.JOB, spec.ident)
     marks = mark(CLASSES[spec.traffic_class], qos)
+    ack_marks = mark(CONTROL, qos)
     plan: Plan = {}
 
     def add(dpid: int, rule: FlowRule) -> None:
@@ -252,11 +254,11 @@ def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
                     dpid,
                     FlowRule(Table.PIN, PRIO_JOB, Match.of(**pair), (Output(port),), cookie=cookie),
                 )
-        if (b, a) not in senders and marks:
+        if (b, a) not in senders and ack_marks:
             back = Match.of(in_port=dst.port, eth_type=ETH_TYPE_IPV4, ipv4_src=b, ipv4_dst=a)
             add(
                 dst.dpid,
-                FlowRule(Table.PIN, PRIO_JOB, back, marks, goto=Table.ROUTE, cookie=cookie),
+                FlowRule(Table.PIN, PRIO_JOB, back, ack_marks, goto=Table.ROUTE, cookie=cookie),
             )
     return plan
 

@@ -74,8 +74,10 @@ def test_ring_job_is_placed_marked_and_pinned(sim: LoomSim) -> None:
         assert all(hop.packet["ip_dscp"] == 26 for hop in branch.hops)
         assert branch.hops[0].queue_id == 1  # the collective queue, from the ingress on
         used.update(zip(branch.path, branch.path[1:], strict=False))
-        back = sim.fake.trace(dst, sim.fake.packet(dst, src))  # the ACK direction, marked too
-        assert all(hop.packet["ip_dscp"] == 26 for br in back.branches for hop in br.hops)
+        # the ACK direction: control class, ahead of any data (the ring's own included)
+        back = sim.fake.trace(dst, sim.fake.packet(dst, src))
+        assert all(hop.packet["ip_dscp"] == 48 for br in back.branches for hop in br.hops)
+        assert all(br.hops[0].queue_id == 2 for br in back.branches)
     fabric_links = {k: v for k, v in used.items() if not k[0].startswith("h")}
     assert max(fabric_links.values()) == 1  # no link carries two hops of the ring
     shown = call(sim, "GET", "/loom/v1/jobs/llm").body
