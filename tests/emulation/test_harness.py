@@ -261,6 +261,14 @@ def test_second_fabric_with_the_same_names_in_one_process_is_refused(
     assert_clean(g, "hw")
 
 
+def _cmdline(pid: int) -> bytes:
+    """A process's command line; empty once it has exited (or is a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def test_stale_names_are_removed_but_live_ones_refused(
     graphs: SimpleNamespace, run_dir: Path
 ) -> None:
@@ -294,6 +302,11 @@ def test_stale_names_are_removed_but_live_ones_refused(
         assert "hws2-eth2" in root_interfaces()
     finally:
         os.kill(impostor, signal.SIGKILL)
+    # kill() returns before the process is gone; until then it still owns the name.
+    deadline = time.monotonic() + 5
+    while _cmdline(impostor) and b"mininet:hws2" in _cmdline(impostor):
+        assert time.monotonic() < deadline, "the impostor outlived SIGKILL"
+        time.sleep(0.01)
     with FabricNet(g, controller=("127.0.0.1", free_port()), run_dir=run_dir, shape=False):
         assert ofctl_ports("hws2") == {1: "hws2-eth1", 2: "hws2-eth2"}
         assert "hwx" not in root_interfaces()
