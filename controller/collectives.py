@@ -31,7 +31,7 @@ from controller.model import (
     Table,
     make_cookie,
 )
-from controller.qos import CLASSES, CONTROL, mark
+from controller.qos import CLASSES, ack_marks, mark
 from controller.routing import Routes
 from controller.te import Demand, Link, Path, minimal_paths, place
 from controller.topology import Topology
@@ -225,7 +225,7 @@ def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
     spec = job.spec
     cookie = make_cookie(CookieKind.JOB, spec.ident)
     marks = mark(CLASSES[spec.traffic_class], qos)
-    ack_marks = mark(CONTROL, qos)
+    acks = ack_marks(qos)
     plan: Plan = {}
 
     def add(dpid: int, rule: FlowRule) -> None:
@@ -254,11 +254,11 @@ def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
                     dpid,
                     FlowRule(Table.PIN, PRIO_JOB, Match.of(**pair), (Output(port),), cookie=cookie),
                 )
-        if (b, a) not in senders and ack_marks:
+        if (b, a) not in senders and acks:
             back = Match.of(in_port=dst.port, eth_type=ETH_TYPE_IPV4, ipv4_src=b, ipv4_dst=a)
             add(
                 dst.dpid,
-                FlowRule(Table.PIN, PRIO_JOB, back, ack_marks, goto=Table.ROUTE, cookie=cookie),
+                FlowRule(Table.PIN, PRIO_JOB, back, acks, goto=Table.ROUTE, cookie=cookie),
             )
     return plan
 

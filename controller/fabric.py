@@ -56,7 +56,7 @@ from controller.model import (
     merge,
 )
 from controller.protection import Protection, protect, protection_plans
-from controller.qos import CONTROL, mark
+from controller.qos import ack_marks
 from controller.routing import add_destination, compute_routes, empty_routes, infer_groups
 from controller.telemetry import Telemetry
 from controller.tenants import TenantView, admit_plan
@@ -116,7 +116,7 @@ class Fabric:
         self.arp = ArpService(self.config.arp_probe_interval, self.config.arp_wait_timeout)
         self.routes = empty_routes()
         self.telemetry = Telemetry()
-        self.te = TrafficEngineer(self.config.te, self.timer, mark(CONTROL, self.config.qos))
+        self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
         self.jobs: dict[str, JobState] = {}
         self.tenants = TenantView.of(None)
         self._tenants_before: dict[str, set[str]] = {}  # host MAC -> tenant it was admitted in

@@ -68,3 +68,9 @@ def mark(tc: TrafficClass, enabled: bool) -> tuple[SetField | SetQueue, ...]:
     if not enabled:
         return ()
     return (SetField("ip_dscp", tc.dscp), SetQueue(tc.queue))
+
+
+def ack_marks(enabled: bool) -> tuple[SetField | SetQueue, ...]:
+    """The class of ACK streams (an elephant's, a job hop's): control, ahead of every data
+    queue, so a flow's ACK clock never waits behind other flows' data."""
+    return mark(CONTROL, enabled)

@@ -304,7 +304,7 @@ def test_stale_names_are_removed_but_live_ones_refused(
         os.kill(impostor, signal.SIGKILL)
     # kill() returns before the process is gone; until then it still owns the name.
     deadline = time.monotonic() + 5
-    while _cmdline(impostor) and b"mininet:hws2" in _cmdline(impostor):
+    while b"mininet:hws2" in _cmdline(impostor):
         assert time.monotonic() < deadline, "the impostor outlived SIGKILL"
         time.sleep(0.01)
     with FabricNet(g, controller=("127.0.0.1", free_port()), run_dir=run_dir, shape=False):
