@@ -100,7 +100,8 @@ class FabricNet:
 
     ``shape``: HTB at every link end at the edge's ``rate_mbps``; ``queue_classes``: DSCP
     classes per port (e.g. :data:`mininet_scenarios.shaping.DEFAULT_CLASSES`);
-    ``queue_packets``: leaf queue limit (default: the kernel's 1000 packets). ``run_dir``
+    ``queue_packets``: leaf queue limit (default: the kernel's 1000 packets), or
+    ``queue_bytes`` in bytes. ``run_dir``
     holds workload outputs (default ``/tmp/loom-run-<pid>/``). After exit, ``leftovers`` says
     what ``net.stop()`` missed and was removed, and ``timings`` how long each phase took.
     """
@@ -114,6 +115,7 @@ class FabricNet:
         queue_classes: Sequence[QueueClass] | None = None,
         *,
         queue_packets: int | None = None,
+        queue_bytes: int | None = None,
     ) -> None:
         validate(graph)
         if CONTROLLER_NODE in graph:
@@ -125,6 +127,7 @@ class FabricNet:
         self.shape = shape
         self.queue_classes = tuple(queue_classes) if queue_classes else None
         self.queue_packets = queue_packets
+        self.queue_bytes = queue_bytes
         self.net: Mininet | None = None
         self.host_names = host_list(graph)
         self.switch_names = [n for n, d in graph.nodes(data=True) if d["kind"] == "switch"]
@@ -275,7 +278,12 @@ class FabricNet:
         )
         for node, port, rate in ends:
             shape_interface(
-                self.runner(node), self.intf(node, port), rate, classes, self.queue_packets
+                self.runner(node),
+                self.intf(node, port),
+                rate,
+                classes,
+                self.queue_packets,
+                self.queue_bytes,
             )
         self.queue_classes = tuple(classes) if classes else None
 

@@ -132,7 +132,9 @@ def _htb_class(
     )
 
 
-def _leaf(intf: str, minor: int, queue_packets: int | None) -> list[str]:
+def _leaf(intf: str, minor: int, queue_packets: int | None, queue_bytes: int | None) -> list[str]:
+    if queue_bytes is not None:
+        return [f"tc qdisc add dev {intf} parent 1:{minor:x} bfifo limit {queue_bytes}"]
     if queue_packets is None:
         return []  # the kernel's default leaf: pfifo of txqueuelen (1000) packets
     return [f"tc qdisc add dev {intf} parent 1:{minor:x} pfifo limit {queue_packets}"]
@@ -143,17 +145,22 @@ def shaping_commands(
     rate_mbps: float,
     classes: Sequence[QueueClass] | None = None,
     queue_packets: int | None = None,
+    queue_bytes: int | None = None,
 ) -> list[str]:
     """The tc commands (after deleting any old root qdisc) that build the tree described above."""
     if rate_mbps <= 0:
         raise ValueError(f"{intf}: rate must be positive, got {rate_mbps}")
     if queue_packets is not None and queue_packets < 1:
         raise ValueError(f"{intf}: queue_packets must be positive, got {queue_packets}")
+    if queue_bytes is not None and queue_bytes < 1600:
+        raise ValueError(f"{intf}: queue_bytes must be >= 1600 (one frame), got {queue_bytes}")
+    if queue_bytes is not None and queue_packets is not None:
+        raise ValueError(f"{intf}: give queue_packets or queue_bytes, not both")
     if not classes:
         return [
             f"tc qdisc add dev {intf} root handle 1: htb default {ROOT_MINOR:x}",
             _htb_class(intf, "1:", ROOT_MINOR, rate_mbps, rate_mbps),
-            *_leaf(intf, ROOT_MINOR, queue_packets),
+            *_leaf(intf, ROOT_MINOR, queue_packets, queue_bytes),
         ]
     validate_classes(classes)
     fallback = default_class(classes)
@@ -172,7 +179,7 @@ def shaping_commands(
                 prio=qc.prio,
             )
         )
-        cmds += _leaf(intf, qc.minor, queue_packets)
+        cmds += _leaf(intf, qc.minor, queue_packets, queue_bytes)
     for qc in classes:
         if qc is fallback:
             continue  # the HTB default already catches these (and non-IP traffic)
@@ -198,6 +205,7 @@ def shape_interface(
     rate_mbps: float,
     classes: Sequence[QueueClass] | None = None,
     queue_packets: int | None = None,
+    queue_bytes: int | None = None,
 ) -> None:
     """Replace the egress qdisc of ``intf`` by an HTB tree at ``rate_mbps``.
 
@@ -207,8 +215,10 @@ def shape_interface(
     ``queue_packets`` bounds each leaf queue (a pfifo per class). The default leaves the
     kernel's pfifo of txqueuelen = 1000 packets: 1.2 s of queueing at 10 Mbit/s, and on a
     switch port those packets also count against ovs-vswitchd's one shared send buffer.
+    ``queue_bytes`` bounds them in bytes instead (a bfifo), as a switch's buffer does: a
+    packet limit holds six times fewer bytes of 1500-byte frames than of jumbo ones.
     """
-    cmds = shaping_commands(intf, rate_mbps, classes, queue_packets)
+    cmds = shaping_commands(intf, rate_mbps, classes, queue_packets, queue_bytes)
     _run_checked(run, intf, cmds, prelude=f"tc qdisc del dev {intf} root >/dev/null 2>&1; ")
 
 

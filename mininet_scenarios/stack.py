@@ -44,6 +44,7 @@ class LoomStack:
         discovery_timeout: float = 90.0,
         app: str = LOOM_APP,
         queue_packets: int | None = None,
+        queue_bytes: int | None = None,
     ) -> None:
         self.graph = graph
         self.run_dir = Path(run_dir)
@@ -53,6 +54,7 @@ class LoomStack:
         self.discovery_timeout = discovery_timeout
         self.app = app
         self.queue_packets = queue_packets  # per-port queue limit (kernel default: 1000)
+        self.queue_bytes = queue_bytes  # or in bytes
         self.ofp_port = free_port()
         self.api_port = free_port()
         self.metrics_port = int(self.env.setdefault("LOOM_METRICS_PORT", str(free_port())))
@@ -84,6 +86,7 @@ class LoomStack:
                     shape=self.shape,
                     queue_classes=self.queue_classes,
                     queue_packets=self.queue_packets,
+                    queue_bytes=self.queue_bytes,
                 )
             )
             n_switches = sum(1 for _, d in self.graph.nodes(data=True) if d["kind"] == "switch")
