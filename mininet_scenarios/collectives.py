@@ -32,6 +32,7 @@ from mininet_scenarios.collectives_background import (
     stop_background,
 )
 from mininet_scenarios.collectives_diag import (
+    CpuSample,
     class_delta,
     class_snapshot,
     cpu_sampler,
@@ -86,7 +87,8 @@ class CollectiveResult:
     check_ok: bool
     cpu_idle_mean: float | None
     cpu_idle_min: float | None
-    ovs_busy_mean: float | None  # % of one core: ovs-vswitchd's forwarding thread
+    ovs_busy_mean: float | None  # % of the time ovs-vswitchd's forwarding thread ran
+    ovs_wait_mean: float | None  # % of the time it waited, runnable, for a core
     tcp_sent: dict[str, int] = field(default_factory=dict)  # "src>dst" (host names) -> bytes
     tcp_retrans_bytes: int = 0  # retransmitted by the ranks during the timed iterations
     ovs_port_drops: dict[str, int] = field(default_factory=dict)  # rx/tx dropped, all ports
@@ -198,6 +200,7 @@ def run_collective(
     job_name: str = "collective",
     tenant: str = "bench",
     background: Sequence[tuple[str, str]] | None = None,
+    bulk_mss: int | None = None,
     timeout: float = 900.0,
     port: int = 29500,
     out_dir: Path | None = None,
@@ -210,7 +213,8 @@ def run_collective(
     ``register``: Loom's client, to register the job before the first byte (pattern and
     ring direction from :data:`LOOM_PATTERN`) and delete it afterwards; its final view
     (bytes counted, paths) is in ``result.job``. ``background``: ``(src, dst)`` bulk
-    iperf3 flows started before the ranks and stopped after them. ``timeout``: seconds for
+    iperf3 flows started before the ranks and stopped after them, with TCP segments of
+    ``bulk_mss`` bytes (None: as the MTU allows). ``timeout``: seconds for
     the whole run; then everything started here is killed (by PID) and
     :class:`CollectiveError` raised. ``poll_interval``: Loom's counter poll interval, so
     the job's byte count is read after Loom has seen the last bytes.
@@ -255,7 +259,7 @@ def run_collective(
     deleted: bool | None = None
     try:
         if background:
-            bulk = start_background(fnet, background, timeout + 60, out_dir)
+            bulk = start_background(fnet, background, timeout + 60, out_dir, bulk_mss)
         with cpu_sampler() as cpu:
             for r, h in enumerate(hosts):
                 cmd = (
@@ -294,7 +298,7 @@ def run_collective(
                 log.warning("collective: could not delete job %s: %s", job_name, err)
     docs = [json.loads(p.read_text()) for p in outs]
     seconds, alg, bus = summarize(op, docs)
-    idle, ovs = _cpu_in_window(cpu, docs)
+    idle, ovs, wait = _cpu_in_window(cpu, docs)
     sent, retrans = _tcp_sent(hosts, ips, docs)
     result = CollectiveResult(
         op=op,
@@ -313,6 +317,7 @@ def run_collective(
         cpu_idle_mean=statistics.fmean(idle) if idle else None,
         cpu_idle_min=min(idle) if idle else None,
         ovs_busy_mean=statistics.fmean(ovs) if ovs else None,
+        ovs_wait_mean=statistics.fmean(wait) if wait else None,
         tcp_sent={f"{a}>{b}": v for (a, b), v in sent.items()},
         tcp_retrans_bytes=retrans,
         ovs_port_drops={k: drops_after[k] - drops_before.get(k, 0) for k in drops_after},
@@ -332,11 +337,13 @@ def run_collective(
     )
     (out_dir / "result.json").write_text(json.dumps(result.as_dict(), indent=1))
     log.info(
-        "collective: %s; CPU idle %.0f %%, ovs-vswitchd forwarding thread %.0f %% busy;"
-        " %d bytes retransmitted; port drops %s; ovs receive-socket drops %d",
+        "collective: %s; CPU idle %.0f %%, ovs-vswitchd forwarding thread ran %.0f %%,"
+        " waited for a core %.0f %%; %d bytes retransmitted; port drops %s;"
+        " ovs receive-socket drops %d",
         result.summary(),
         result.cpu_idle_mean or -1,
         result.ovs_busy_mean or -1,
+        result.ovs_wait_mean or -1,
         retrans,
         result.ovs_port_drops,
         result.ovs_socket_drops,
@@ -345,12 +352,16 @@ def run_collective(
 
 
 def _cpu_in_window(
-    cpu: Sequence[tuple[float, float, float | None]], docs: Sequence[dict[str, Any]]
-) -> tuple[list[float], list[float]]:
-    """Machine idle % and ovs-vswitchd busy % sampled while the timed iterations ran."""
+    cpu: Sequence[CpuSample], docs: Sequence[dict[str, Any]]
+) -> tuple[list[float], list[float], list[float]]:
+    """Machine idle %, ovs-vswitchd busy % and wait % sampled during the timed iterations."""
     start, end = min(d["timed_start"] for d in docs), max(d["timed_end"] for d in docs)
-    inside = [c for c in cpu if start <= c[0] <= end] or list(cpu)
-    return [c[1] for c in inside], [c[2] for c in inside if c[2] is not None]
+    inside = [c for c in cpu if start <= c.at <= end] or list(cpu)
+    return (
+        [c.idle for c in inside],
+        [c.ovs_busy for c in inside if c.ovs_busy is not None],
+        [c.ovs_wait for c in inside if c.ovs_wait is not None],
+    )
 
 
 def _tcp_sent(

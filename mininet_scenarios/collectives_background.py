@@ -62,12 +62,26 @@ def _listening(fnet: FabricNet, host: str, ports: set[int]) -> bool:
     return ports <= {int(m.group(1)) for m in re.finditer(r":(\d+)\s", out)}
 
 
+def client_command(flow: Bulk, ip: str, seconds: float, mss: int | None = None) -> str:
+    """The iperf3 client of ``flow`` to ``ip``: JSON report, TCP segments of ``mss`` bytes."""
+    return (
+        f"iperf3 -c {ip} -p {flow.port} --cport {flow.cport} -t {int(seconds)} -i 1 -J"
+        + (f" -M {mss}" if mss else "")
+        + f" > {flow.json} 2>&1"
+    )
+
+
 def start_background(
-    fnet: FabricNet, pairs: Sequence[tuple[str, str]], seconds: float, out_dir: Path
+    fnet: FabricNet,
+    pairs: Sequence[tuple[str, str]],
+    seconds: float,
+    out_dir: Path,
+    mss: int | None = None,
 ) -> list[Bulk]:
     """One long bulk (unmarked) iperf3 TCP flow per pair, running up to ``seconds``; stop
     them with :func:`stop_background`. Client ports are fixed (``BACKGROUND_CPORT + i``),
-    so ECMP hashes the same flows the same way in every mode compared."""
+    so ECMP hashes the same flows the same way in every mode compared. ``mss``: the flows'
+    TCP segment size (None: as the link MTU allows)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     flows: list[Bulk] = []
     next_port: dict[str, int] = {}
@@ -89,12 +103,7 @@ def start_background(
                 time.sleep(0.05)
         for f in flows:
             ip = fnet.graph.nodes[f.dst]["ip"]
-            f.client_pid = start_in_host(
-                fnet,
-                f.src,
-                f"iperf3 -c {ip} -p {f.port} --cport {f.cport} -t {int(seconds)} -i 1 -J"
-                f" > {f.json} 2>&1",
-            )
+            f.client_pid = start_in_host(fnet, f.src, client_command(f, ip, seconds, mss))
     except BaseException:
         stop_background(flows)
         raise

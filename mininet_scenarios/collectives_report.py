@@ -15,7 +15,7 @@ from mininet_scenarios.collectives_math import tcp_ceiling
 
 TARGET = 0.90
 MODE_ORDER = ("ecmp", "no-qos", "loom")
-FIGURES = ("allreduce-random", "allreduce-topology", "protection", "alltoall")
+FIGURES = ("allreduce-random", "allreduce-topology", "protection", "protection-jumbo", "alltoall")
 
 
 def _median(xs: Sequence[float]) -> float | None:
@@ -26,7 +26,9 @@ def figures(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]
     """``scenario -> mode -> figure`` (median over seeds) from the saved runs:
 
     * ``allreduce-random`` / ``allreduce-topology`` / ``alltoall``: busbw / link rate;
-    * ``protection``: busbw with background / busbw idle, same mode and seed.
+    * ``protection`` / ``protection-jumbo``: busbw with background (bulk in standard /
+      jumbo frames; runs saved without ``bulk_frames`` had jumbo ones) / busbw idle, same
+      mode and seed.
     """
     ok = [r for r in runs if r.get("busbw_over_link") is not None]
 
@@ -43,15 +45,18 @@ def figures(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]
             vals = [r["busbw_over_link"] for r in pick(mode=mode, **sel)]
             if vals:
                 out.setdefault(name, {})[mode] = _median(vals)
-        ratios = []
-        for bg in pick(mode=mode, op="all_reduce", background=True):
-            idle = pick(
-                mode=mode, op="all_reduce", order="random", seed=bg["seed"], background=False
-            )
-            if idle:
-                ratios.append(bg["busbw_mbps"] / idle[-1]["busbw_mbps"])
-        if ratios:
-            out.setdefault("protection", {})[mode] = _median(ratios)
+        for name, frames in (("protection", "standard"), ("protection-jumbo", "jumbo")):
+            ratios = []
+            for bg in pick(mode=mode, op="all_reduce", background=True):
+                if bg.get("bulk_frames", "jumbo") != frames:
+                    continue
+                idle = pick(
+                    mode=mode, op="all_reduce", order="random", seed=bg["seed"], background=False
+                )
+                if idle:
+                    ratios.append(bg["busbw_mbps"] / idle[-1]["busbw_mbps"])
+            if ratios:
+                out.setdefault(name, {})[mode] = _median(ratios)
     return out
 
 
@@ -64,6 +69,7 @@ def table(doc: dict[str, Any]) -> str:
         "allreduce-random": "busbw/link, random order",
         "allreduce-topology": "busbw/link, topology order",
         "protection": "busbw bulk-loaded / idle",
+        "protection-jumbo": "same, bulk in jumbo frames",
         "alltoall": "busbw/link, random order",
     }
     for name in FIGURES:
@@ -77,14 +83,14 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"{name:<22}{what[name]:<30}{cells}{target}")
     lines.append("")
     lines.append(
-        f"{'run':<40}{'busbw Mbit/s':>13}{'/link':>8}{'iter s':>16}{'cpu idle':>10}{'ovs busy':>10}"
+        f"{'run':<40}{'busbw Mbit/s':>13}{'/link':>8}{'iter s':>16}{'cpu idle':>10}{'ovs wait':>10}"
     )
     for r in doc["runs"]:
         if r.get("busbw_over_link") is None:
             lines.append(f"{r['key']:<40}  FAILED: {r.get('error', '?')[:60]}")
             continue
         its = ",".join(f"{s:.0f}" for s in r["seconds"])
-        idle, ovs = r.get("cpu_idle_mean"), r.get("ovs_busy_mean")
+        idle, ovs = r.get("cpu_idle_mean"), r.get("ovs_wait_mean")
         lines.append(
             f"{r['key']:<40}{r['busbw_mbps']:>13.2f}{r['busbw_over_link']:>8.3f}{its:>16}"
             f"{(f'{idle:.0f} %' if idle is not None else '-'):>10}"
@@ -103,19 +109,18 @@ def plot(doc: dict[str, Any], out: Path) -> Path | None:
     except ImportError:
         return None
     figs = figures(doc["runs"])
-    names = [
-        n for n in ("allreduce-random", "allreduce-topology", "protection", "alltoall") if n in figs
-    ]
+    names = [n for n in FIGURES if n in figs]
     if not names:
         return None
     labels = {
         "allreduce-random": "all-reduce\nrandom order\nbusbw / link",
         "allreduce-topology": "all-reduce\ntopology order\nbusbw / link",
         "protection": "all-reduce\nwith bulk / idle",
+        "protection-jumbo": "all-reduce with\njumbo bulk / idle",
         "alltoall": "all-to-all\nbusbw / link",
     }
     colors = {"ecmp": "#9e9e9e", "no-qos": "#f0a04b", "loom": "#2b6cb0"}
-    fig, ax = plt.subplots(figsize=(9, 4.8))
+    fig, ax = plt.subplots(figsize=(10.5, 4.8))
     width = 0.26
     shown: set[str] = set()
     for j, name in enumerate(names):

@@ -4,14 +4,20 @@ direction, the worker's parsing of ``ss``, class-counter deltas and the benchmar
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mininet_scenarios.bench_collectives import expected_seconds, plan, queue_classes
+from mininet_scenarios.bench_collectives import expected_seconds, parse_args, plan, queue_classes
 from mininet_scenarios.collective_worker import elements, tcp_bytes_by_peer
 from mininet_scenarios.collectives import job_request
-from mininet_scenarios.collectives_background import BACKGROUND_CPORT, cross_pod_background
+from mininet_scenarios.collectives_background import (
+    BACKGROUND_CPORT,
+    Bulk,
+    client_command,
+    cross_pod_background,
+)
 from mininet_scenarios.collectives_diag import class_delta, parse_socket_drops, shared_links
 from mininet_scenarios.collectives_hosts import GLOO_PORTS
 from mininet_scenarios.collectives_math import (
@@ -234,6 +240,8 @@ def test_the_plan_runs_the_same_orders_in_the_modes_it_compares() -> None:
         assert {
             f"no-qos/all_reduce/random{seed}+bulk",
             f"loom/all_reduce/random{seed}+bulk",
+            f"no-qos/all_reduce/random{seed}+bulk-jumbo",
+            f"loom/all_reduce/random{seed}+bulk-jumbo",
         } <= keys
         assert f"no-qos/all_reduce/random{seed}" in keys  # no-qos's own idle run
         assert {f"ecmp/all_to_all/random{seed}", f"loom/all_to_all/random{seed}"} <= keys
@@ -243,13 +251,16 @@ def test_the_plan_runs_the_same_orders_in_the_modes_it_compares() -> None:
 
 
 def test_figures_divide_background_by_idle_of_the_same_mode_and_seed() -> None:
-    def run(mode: str, op: str, bg: bool, busbw: float, order: str = "random") -> dict[str, Any]:
+    def run(
+        mode: str, op: str, bg: bool, busbw: float, order: str = "random", frames: str = "standard"
+    ) -> dict[str, Any]:
         return {
             "mode": mode,
             "op": op,
             "order": order,
             "seed": 1,
             "background": bg,
+            "bulk_frames": frames,
             "busbw_mbps": busbw,
             "busbw_over_link": busbw / 10,
         }
@@ -261,6 +272,8 @@ def test_figures_divide_background_by_idle_of_the_same_mode_and_seed() -> None:
             run("loom", "all_reduce", True, 8.1),
             run("no-qos", "all_reduce", False, 9.0),
             run("no-qos", "all_reduce", True, 4.5),
+            run("loom", "all_reduce", True, 7.2, frames="jumbo"),
+            run("no-qos", "all_reduce", True, 3.6, frames="jumbo"),
             run("loom", "all_to_all", False, 7.0),
             run("loom", "all_reduce", False, 9.3, order="topology"),
             {"mode": "ecmp", "op": "all_to_all", "error": "boom"},
@@ -268,6 +281,7 @@ def test_figures_divide_background_by_idle_of_the_same_mode_and_seed() -> None:
     )
     assert figs["allreduce-random"] == {"ecmp": 0.4, "loom": 0.9, "no-qos": 0.9}
     assert figs["protection"] == pytest.approx({"loom": 0.9, "no-qos": 0.5})
+    assert figs["protection-jumbo"] == pytest.approx({"loom": 0.8, "no-qos": 0.4})
     assert figs["alltoall"] == {"loom": 0.7}
     assert figs["allreduce-topology"] == {"loom": pytest.approx(0.93)}
 
@@ -329,3 +343,18 @@ def test_socket_drops_are_read_per_ovs_port() -> None:
         'p_raw 0 0 *:eth0 * users:(("dhclient",pid=9,fd=5)) skmem:(r0,rb1,t0,tb1,f0,w0,o0,bl0,d9)\n'
     )
     assert parse_socket_drops(text) == {"e0_0-eth4": 17}
+
+
+def test_bulk_flows_send_standard_frames_unless_told_otherwise(tmp_path: Path) -> None:
+    flow = Bulk("h1", "h9", 5301, BACKGROUND_CPORT, tmp_path / "bulk.json")
+    assert " -M 1448 " in client_command(flow, "10.2.0.2", 60, 1448)
+    assert " -M " not in client_command(flow, "10.2.0.2", 60)
+    assert parse_args([]).bulk_frame_list == ["standard", "jumbo"]
+    assert parse_args(["--bulk-frames", "jumbo"]).bulk_frame_list == ["jumbo"]
+    keys = {r.key for r in plan(["protection"], seeds=1, bulk_frames=["jumbo"])}
+    assert keys == {"no-qos/all_reduce/random1", "no-qos/all_reduce/random1+bulk-jumbo"} | {
+        "loom/all_reduce/random1",
+        "loom/all_reduce/random1+bulk-jumbo",
+    }
+    with pytest.raises(SystemExit):
+        parse_args(["--bulk-frames", "tiny"])
