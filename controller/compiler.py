@@ -268,6 +268,17 @@ def _from_edge(tenant: int) -> tuple[int, int]:
 # ---------------------------------------------------------------------------
 
 
+def union_plans(old: Plan, new: Plan) -> Plan:
+    """Both plans' rules, the new one winning where they share an identity."""
+    out: Plan = {dpid: rules.copy() for dpid, rules in old.items()}
+    for dpid, rules in new.items():
+        merged = out.setdefault(dpid, SwitchRules())
+        merged.flows.update(rules.flows)
+        merged.groups.update(rules.groups)
+        merged.meters.update(rules.meters)
+    return out
+
+
 def _flow_changed_in_place(old: FlowRule, new: FlowRule) -> bool:
     """True when MODIFY_STRICT can carry the change (it keeps cookie and timeouts)."""
     return (old.cookie, old.idle_timeout, old.hard_timeout) == (

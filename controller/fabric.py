@@ -23,6 +23,7 @@ from controller.compiler import (
     base_plan,
     destination_plan,
     held_hosts,
+    union_plans,
 )
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.model import (
@@ -67,17 +68,6 @@ if TYPE_CHECKING:
     from controller.policy.schema import Policy
 
 log = logging.getLogger("loom.fabric")
-
-
-def _union(old: Plan, new: Plan) -> Plan:
-    """Both plans' rules, the new one winning where they share an identity."""
-    out: Plan = {dpid: rules.copy() for dpid, rules in old.items()}
-    for dpid, rules in new.items():
-        merged = out.setdefault(dpid, SwitchRules())
-        merged.flows.update(rules.flows)
-        merged.groups.update(rules.groups)
-        merged.meters.update(rules.meters)
-    return out
 
 
 def _spec_of(job: PolicyJob) -> JobSpec:
@@ -421,7 +411,10 @@ class Fabric:
         # Failover groups are what routes point at: add them before, remove them after.
         for owner, plan in staged.items():
             if owner[0] == "protect":
-                merge(out, self.store.replace(owner, _union(self.store.parts.get(owner, {}), plan)))
+                merge(
+                    out,
+                    self.store.replace(owner, union_plans(self.store.parts.get(owner, {}), plan)),
+                )
         for owner, plan in staged.items():
             merge(out, self.store.replace(owner, plan))
             if owner[0] == "dest" and isinstance(owner[1], int):

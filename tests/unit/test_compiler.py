@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import networkx as nx
 
-from controller.compiler import RuleStore, base_plan, destination_plan, diff, group_id_for
+from controller.compiler import (
+    RuleStore,
+    base_plan,
+    destination_plan,
+    diff,
+    group_id_for,
+    union_plans,
+)
 from controller.model import (
     META_FROM_FABRIC,
     META_TENANT_MASK,
@@ -47,6 +54,15 @@ G5 = GroupRule(
 F_TO_G5 = FlowRule(
     Table.ROUTE, 100, Match.of(eth_dst="02:00:00:00:00:02"), (GroupAction(5),), cookie=7
 )
+
+
+def test_union_of_plans_keeps_both_and_the_new_rule_wins_a_shared_identity() -> None:
+    moved = FlowRule(F1.table, F1.priority, F1.match, (Output(2),), cookie=7)
+    old = {1: rules(F1, groups=(G5,)), 2: rules(F_TO_G5)}
+    both = union_plans(old, {1: rules(moved), 3: rules(F1)})
+    assert both[1].flows == {F1.key: moved} and both[1].groups == {5: G5}
+    assert both[2].flows == {F_TO_G5.key: F_TO_G5} and both[3].flows == {F1.key: F1}
+    assert old[1].flows == {F1.key: F1}  # the old plan is not changed
 
 
 def test_identical_states_need_no_messages() -> None:
