@@ -64,6 +64,11 @@ IPV6_OFF = (
     "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1"
     " net.ipv6.conf.lo.disable_ipv6=1"
 )
+# Ports a host's kernel picks for connections nobody pinned: above every port a workload
+# pins (client ports from 20000, gloo's 40960-49151), so an iperf3 control connection can
+# never take the port its own data stream is pinned to ("Address already in use").
+EPHEMERAL_PORTS = (61000, 65535)
+EPHEMERAL = "sysctl -qw net.ipv4.ip_local_port_range='{} {}'".format(*EPHEMERAL_PORTS)
 
 
 class FabricTerminated(SystemExit):
@@ -213,7 +218,7 @@ class FabricNet:
             d = g.nodes[name]
             host = self._track(net.addHost(name, ip=f"{d['ip']}/8", mac=d["mac"]))
             # Before the link exists, so the new interface inherits "default" = off too.
-            host.cmd(IPV6_OFF)
+            host.cmd(f"{IPV6_OFF}; {EPHEMERAL}")
             fd = os.open(f"/proc/{host.pid}/ns/net", os.O_RDONLY)
             self._netns[name] = (fd, os.fstat(fd))
         for name in self.switch_names:

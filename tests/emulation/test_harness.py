@@ -21,13 +21,16 @@ from types import SimpleNamespace
 import networkx as nx
 import pytest
 
+from mininet_scenarios.bench_patterns import cport_base
+from mininet_scenarios.collectives_background import BACKGROUND_CPORT
+from mininet_scenarios.collectives_hosts import GLOO_PORTS
 from mininet_scenarios.controller_proc import (
     REPO_ROOT,
     ControllerError,
     ControllerProcess,
     free_port,
 )
-from mininet_scenarios.fabric_net import FabricNet
+from mininet_scenarios.fabric_net import EPHEMERAL_PORTS, FabricNet
 from mininet_scenarios.ovs_state import FabricError, ovs_bridges, root_interfaces
 from mininet_scenarios.shaping import DEFAULT_CLASSES, class_counters, root_run
 from mininet_scenarios.traffic import cpu_idle_sampler, iperf3_flows, ping_stats
@@ -116,6 +119,19 @@ def test_pingall_without_loss(fabric: FabricNet) -> None:
     assert len(result.pairs) == 12
     assert result.loss_pct == 0.0, f"failed pairs: {result.failed}"
     assert all(r.rtt_ms is not None and r.rtt_ms > 0 for r in result.pairs.values())
+
+
+def test_hosts_pick_unpinned_ports_above_every_pinned_one(fabric: FabricNet) -> None:
+    # An iperf3 client pinned to --cport 40000 failed "Address already in use" when its
+    # control connection had been given 40000 from the kernel's default range.
+    out = fabric.host("hxh1").cmd("sysctl -n net.ipv4.ip_local_port_range")
+    assert [int(p) for p in out.split()] == list(EPHEMERAL_PORTS)
+    pinned = (
+        GLOO_PORTS[1],
+        BACKGROUND_CPORT,
+        max(cport_base(f"p{i}", 1) for i in range(3000)) + 63,
+    )
+    assert EPHEMERAL_PORTS[0] > max(pinned)
 
 
 def test_iperf3_reaches_shaped_rate(fabric: FabricNet) -> None:
