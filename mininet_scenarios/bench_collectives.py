@@ -90,7 +90,7 @@ from topologies.graph import host_list
 
 CPU_IDLE_MIN = 35.0
 # % of the time ovs-vswitchd's forwarding thread waited, runnable, for a core: the machine
-# starving the switch. (Its on-CPU share is no such sign: it reads 90-97 % at any load.)
+# starving the switch. (Its on-CPU share is no such sign: 75-98 % in runs at full speed.)
 OVS_WAIT_MAX = 10.0
 QUEUE_BYTES = 30 * 9014  # per class and port: 30 jumbo frames on the wire
 BULK_FRAMES = ("standard", "jumbo")  # background variants: MSS 1448, or as the MTU allows

@@ -3,7 +3,7 @@
 A figure alone does not say why it fell short, so every run records the CPU idle of the
 machine, how much of the time ovs-vswitchd's main thread ran and how much it waited for a
 core (the userspace datapath forwards every packet of every port on that one thread; it is
-on the CPU 90-97 % of the time even at 6 Mbit/s links, so "busy" alone does not say it is
+on the CPU 94-97 % of the time even at 6 Mbit/s links, so "busy" alone does not say it is
 short of CPU, waiting does), per-class HTB bytes and drops over all link ends, OVS port
 drops, and the packets ovs-vswitchd's receive sockets dropped: the userspace datapath reads
 each port through an ``AF_PACKET`` socket whose buffer is ``net.core.rmem_default`` (212

@@ -106,9 +106,9 @@ class FabricNet:
     ``shape``: HTB at every link end at the edge's ``rate_mbps``; ``queue_classes``: DSCP
     classes per port (e.g. :data:`mininet_scenarios.shaping.DEFAULT_CLASSES`);
     ``queue_packets``: leaf queue limit (default: the kernel's 1000 packets), or
-    ``queue_bytes`` in bytes. ``run_dir``
-    holds workload outputs (default ``/tmp/loom-run-<pid>/``). After exit, ``leftovers`` says
-    what ``net.stop()`` missed and was removed, and ``timings`` how long each phase took.
+    ``queue_bytes`` in bytes. ``run_dir`` holds workload outputs (default
+    ``/tmp/loom-run-<pid>/``). After exit, ``leftovers`` says what ``net.stop()`` missed and
+    was removed, and ``timings`` how long each phase took.
     """
 
     def __init__(
