@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.collectives import JobError, describe, parse_job
+from controller.collectives import JobError, brief, describe, parse_job
 from controller.fabric import Fabric
 from controller.model import Messages
 from controller.policy.manager import PolicyManager
 
 Clock = Callable[[], float]
+MAX_BODY_BYTES = 1024 * 1024  # a 4,096-rank job is ~70 KB of JSON
+log = logging.getLogger("loom.api")
 
 
 @dataclass
@@ -54,12 +57,25 @@ class LoomApi:
     def handle(
         self, method: str, path: str, query: Mapping[str, str], body: bytes = b"", auth: str = ""
     ) -> Response:
+        """Answer one request. Whatever it holds, the answer is a 2xx or a 4xx that names
+        what was wrong, and a refused request changes nothing."""
+        try:
+            return self._handle(method, path, query, body, auth)
+        except Exception:  # a bug must not take the API down: logged with its trace
+            log.exception("%s %s: internal error", brief(method), brief(path))
+            return error(500, "internal error; the request changed nothing it had not finished")
+
+    def _handle(
+        self, method: str, path: str, query: Mapping[str, str], body: bytes, auth: str
+    ) -> Response:
         parts = [p for p in path.strip("/").split("/") if p]
         if parts[:2] != ["loom", "v1"] or not 3 <= len(parts) <= 4:
-            return error(404, f"no such resource: {path}")
+            return error(404, f"no such resource: {brief(path)}")
         method = method.upper()
-        if method != "GET" and self.token and not hmac.compare_digest(auth, f"Bearer {self.token}"):
+        if method != "GET" and self.token and not self._authorized(auth):
             return error(401, "this call changes the fabric: send 'Authorization: Bearer <token>'")
+        if len(body) > MAX_BODY_BYTES:
+            return error(413, f"body: larger than {MAX_BODY_BYTES} bytes", field="body")
         resource, item = parts[2], (parts[3] if len(parts) == 4 else None)
         route = {
             ("GET", "health", False): lambda: self.health(),
@@ -77,9 +93,15 @@ class LoomApi:
         if handler is None:
             allowed = sorted({m for m, r, i in route if r == resource and i == (item is not None)})
             if allowed:
-                return error(405, f"{method} not allowed on {path}; use {', '.join(allowed)}")
-            return error(404, f"no such resource: {path}")
+                return error(
+                    405, f"{brief(method)} not allowed on {brief(path)}; use {', '.join(allowed)}"
+                )
+            return error(404, f"no such resource: {brief(path)}")
         return handler()
+
+    def _authorized(self, auth: str) -> bool:
+        expected = f"Bearer {self.token}".encode()
+        return hmac.compare_digest(auth.encode("utf-8", "replace"), expected)
 
     # -- fabric -------------------------------------------------------------------
     def health(self) -> Response:
@@ -102,7 +124,7 @@ class LoomApi:
         mac = query.get("mac", "").lower()
         host = self.fabric.topo.hosts.get(mac)
         if host is None:
-            return error(404, f"unknown host MAC {mac!r}; expected a learned host's MAC")
+            return error(404, f"unknown host MAC {brief(mac)}; expected a learned host's MAC")
         hops = self.fabric.routes.ports.get(host.dpid, {})
         return Response(
             200,
@@ -147,16 +169,12 @@ class LoomApi:
 
     def show_job(self, name: str) -> Response:
         if name not in self.fabric.jobs:
-            return error(404, f"no job named {name!r}")
+            return error(404, f"no job named {brief(name)}")
         return Response(200, self._describe(name))
 
     def create_job(self, body: bytes) -> Response:
         try:
-            data = json.loads(body or b"null")
-        except ValueError as exc:
-            return error(400, f"body: not JSON ({exc})", field="body")
-        try:
-            spec = parse_job(data)
+            spec = parse_job(read_json(body))
             messages = self.fabric.create_job(self.clock(), spec)
         except JobError as exc:
             return error(409 if exc.conflict else 400, str(exc), field=exc.field)
@@ -170,7 +188,7 @@ class LoomApi:
 
     def reload_policy(self, action: str) -> Response:
         if action != "reload":
-            return error(404, f"no such action: policy/{action}; use policy/reload")
+            return error(404, f"no such action: policy/{brief(action)}; use policy/reload")
         if self.policy is None or self.policy.status.path is None:
             return error(409, "no policy file configured (set LOOM_POLICY)")
         messages = self.policy.reload(self.clock())
@@ -187,3 +205,33 @@ class LoomApi:
         except JobError as exc:
             return error(404, str(exc), field=exc.field)
         return Response(200, {"deleted": name}, messages)
+
+
+def read_json(body: bytes) -> Any:
+    """A request body as JSON, strictly: UTF-8, no NaN or Infinity, no key given twice,
+    nesting within Python's limits; anything else is a ``JobError`` on ``body``."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JobError("body", f"not UTF-8: byte offset {exc.start}") from None
+    try:
+        return json.loads(text or "null", object_pairs_hook=_no_duplicates, parse_constant=_no_nan)
+    except JobError:
+        raise
+    except RecursionError:
+        raise JobError("body", "JSON nested too deeply") from None
+    except ValueError as exc:
+        raise JobError("body", f"not JSON ({brief(str(exc), 120)})") from None
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise JobError(brief(key), "key given twice")
+        out[key] = value
+    return out
+
+
+def _no_nan(name: str) -> Any:
+    raise JobError("body", f"{name} is not a JSON number")

@@ -8,10 +8,12 @@ environment variables (see ``controller.settings``).
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py):
 
 from controller.fabric import Fabric
 from controller.metrics import LoomMetrics
-from controller.model import Messages, PacketOut, StatsRequest
+from controller.model import Messages, PacketOut, StatsKind, StatsRequest
 from controller.ofp import decode, encode
 from controller.ofp.barriers import MODIFICATIONS, BarrierFences, modified_switches
 from controller.ofp.compat import (
@@ -34,12 +36,30 @@ from controller.ofp.compat import (
 )
 from controller.ofp.outbox import Outbox
 from controller.ofp.rejects import SentMessages, error_name
+from controller.ofp.replies import Solicited
 from controller.ofp.rest import LoomRestController, register_rest
+from controller.policy.isolated import load_isolated
 from controller.policy.loader import load_policy
 from controller.policy.manager import PolicyManager
 from controller.settings import Settings
 
 TICK_SECONDS = 0.1
+Handler = Callable[[Any, Any], None]
+
+
+def guarded(handler: Handler) -> Handler:
+    """Nothing a switch or host sends may raise out of a handler: an event whose handling
+    fails is counted (``loom_handler_errors_total``), logged once and dropped."""
+
+    @functools.wraps(handler)
+    def run(self: FabricApp, ev: Any) -> None:
+        try:
+            handler(self, ev)
+        except Exception:
+            self.counts.handler_errors[handler.__name__.strip("_")] += 1
+            self.logger.exception("%s failed; the event is dropped", handler.__name__)
+
+    return run
 
 
 class FabricApp(BaseApp):  # type: ignore[misc]
@@ -54,14 +74,16 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         first = load_policy(path) if path else None  # an invalid file at start: refuse to start
         self.settings = Settings.from_env(base=first.fabric if first else None)
         self.fabric = Fabric(self.settings.fabric, timer=time.perf_counter)
-        self.policy = PolicyManager(self.fabric, path)
+        self.policy = PolicyManager(self.fabric, path, load_isolated)
         self.policy.reload(time.monotonic())
         self.metrics = LoomMetrics(self.fabric, policy=self.policy.status)
+        self.counts = self.metrics.shim  # what the shim drops, and handlers that fail
         self.datapaths: dict[int, Any] = {}
         self.reads = decode.StateReads()
         self.fences = BarrierFences()
         self.sent = SentMessages()
         self.outbox = Outbox()
+        self.solicited = Solicited()
         self._reload_requested = False
         register_rest(kwargs, self, self.settings.api_token)
         self._serve_metrics()
@@ -86,6 +108,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
 
     # -- Ryu events -> core -----------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    @guarded
     def _state_change(self, ev: Any) -> None:
         dp: Any = ev.datapath
         dpid: int | None = dp.id
@@ -102,10 +125,12 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             self.outbox.close(dpid)
             self.fences.switch_gone(dpid)
             self.sent.switch_gone(dpid)
+            self.solicited.switch_gone(dpid)
             self.logger.info("switch %016x disconnected", dpid)
             self.send(self.fabric.switch_down(time.monotonic(), dpid))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    @guarded
     def _port_status(self, ev: Any) -> None:
         started, msg = time.perf_counter(), ev.msg
         desc, deleted = decode.port_desc(msg.desc), decode.port_status_deleted(msg)
@@ -115,12 +140,14 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.fence(messages, started)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    @guarded
     def _barrier_reply(self, ev: Any) -> None:
         done = self.fences.reply(time.perf_counter(), ev.msg.datapath.id, ev.msg.xid)
         if done is not None:
             self.metrics.rerouted(done)
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    @guarded
     def _packet_in(self, ev: Any) -> None:
         self.outbox.wait_room(ev.msg.datapath.id)  # before planning: see Outbox
         started = time.perf_counter()
@@ -129,23 +156,31 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.metrics.handled("packet_in", time.perf_counter() - started)
 
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    @guarded
     def _port_stats(self, ev: Any) -> None:
+        if not self._solicited(ev.msg, StatsKind.PORT):
+            return
         stats = decode.port_stats(ev.msg.body)
         self.send(self.fabric.port_stats(time.monotonic(), ev.msg.datapath.id, stats))
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    @guarded
     def _flow_stats(self, ev: Any) -> None:
         if self.reads.take(ev.msg, "flows"):
             return self._state_read(ev.msg.datapath.id)
+        if not self._solicited(ev.msg, StatsKind.FLOW):
+            return None
         stats = decode.flow_stats(ev.msg.body)
         self.send(self.fabric.flow_stats(time.monotonic(), ev.msg.datapath.id, stats))
 
     @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    @guarded
     def _group_desc(self, ev: Any) -> None:
         if self.reads.take(ev.msg, "groups"):
             self._state_read(ev.msg.datapath.id)
 
     @set_ev_cls(ofp_event.EventOFPMeterConfigStatsReply, MAIN_DISPATCHER)
+    @guarded
     def _meter_config(self, ev: Any) -> None:
         if self.reads.take(ev.msg, "meters"):
             self._state_read(ev.msg.datapath.id)
@@ -158,21 +193,41 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             self.send(self.fabric.switch_state(time.monotonic(), dpid, flows, groups, meters))
 
     @set_ev_cls(ofp_event.EventOFPGroupStatsReply, MAIN_DISPATCHER)
+    @guarded
     def _group_stats(self, ev: Any) -> None:
+        if not self._solicited(ev.msg, StatsKind.GROUP):
+            return
         stats = decode.group_stats(ev.msg.body)
         self.send(self.fabric.group_stats(time.monotonic(), ev.msg.datapath.id, stats))
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
+    @guarded
     def _error(self, ev: Any) -> None:
         msg, dpid = ev.msg, ev.msg.datapath.id
         rejected = self.sent.take(dpid, msg.xid)
+        if rejected is None:  # not about a rule we sent: nothing to repair
+            self.counts.dropped["unmatched_error"] += 1
+            self.logger.info(
+                "switch %016x sent %s for xid %s, no rule of ours",
+                dpid,
+                error_name(msg.type, msg.code),
+                msg.xid,
+            )
+            return
         self.logger.warning(
             "switch %016x rejected %s: %s",
             dpid,
-            rejected or "a message",
+            rejected,
             error_name(msg.type, msg.code),
         )
         self.send(self.fabric.rejected(time.monotonic(), dpid))
+
+    def _solicited(self, msg: Any, kind: StatsKind) -> bool:
+        more = bool(msg.flags & ofp.OFPMPF_REPLY_MORE)
+        if self.solicited.answers(msg.datapath.id, msg.xid, kind, more):
+            return True
+        self.counts.dropped["unsolicited_reply"] += 1
+        return False
 
     # -- policy reloads: the file changed, SIGHUP, or POST /loom/v1/policy/reload ------
     def _on_sighup(self, signum: int, frame: Any) -> None:
@@ -225,3 +280,5 @@ class FabricApp(BaseApp):  # type: ignore[misc]
                                 self.sent.sent(dpid, xid, msg)
                             if isinstance(msg, StatsRequest) and msg.sync:
                                 self.reads.expect(dpid, xid, msg.kind)
+                            elif isinstance(msg, StatsRequest):
+                                self.solicited.asked(dpid, xid, msg.kind)

@@ -100,54 +100,76 @@ class JobSpec:
 
 
 ALLOWED_KEYS = ("name", "tenant", "hosts", "pattern", "traffic_class", "ring_direction")
+MAX_RANKS = 4096  # a ring: one pair per rank
+MAX_ALL_TO_ALL_RANKS = 256  # an all-to-all: n(n-1) pairs, 65,280 at this size
+
+
+def brief(value: object, limit: int = 60) -> str:
+    """``repr`` of a request's value, cut short: it is echoed in an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_job(data: Any) -> JobSpec:
     """Validate a job request; errors name the key and say what was expected."""
     if not isinstance(data, Mapping):
         raise JobError("body", "expected a JSON object with name, tenant and hosts")
-    unknown = sorted(set(data) - set(ALLOWED_KEYS))
+    unknown = sorted(str(k) for k in set(data) - set(ALLOWED_KEYS))
     if unknown:
-        raise JobError(unknown[0], f"unknown key; expected one of {', '.join(ALLOWED_KEYS)}")
-    name = _string(data, "name", required=True)
-    if not NAME_RE.match(name):
+        raise JobError(unknown[0][:64], f"unknown key; expected one of {', '.join(ALLOWED_KEYS)}")
+    name = _name(data, "name", required=True)
+    pattern = _string(data, "pattern", default="ring")
+    if pattern not in PATTERNS:
         raise JobError(
-            "name",
-            f"{name!r} is not a job name: 1-64 of a-z 0-9 . _ -, starting "
-            "and ending with a letter or digit",
+            "pattern",
+            f"{brief(pattern)} is not a pattern; expected one of {', '.join(sorted(PATTERNS))}",
         )
-    hosts = data.get("hosts")
-    if not isinstance(hosts, list) or len(hosts) < 2:
-        raise JobError("hosts", "expected a list of at least 2 host IPv4 addresses in rank order")
+    hosts = _hosts(data.get("hosts"), PATTERNS[pattern])
+    tclass = _string(data, "traffic_class", default="collective")
+    if tclass not in CLASSES:
+        raise JobError("traffic_class", f"{brief(tclass)}; expected one of {', '.join(CLASSES)}")
+    direction = _string(data, "ring_direction", default="forward")
+    if direction not in DIRECTIONS:
+        raise JobError(
+            "ring_direction", f"{brief(direction)}; expected one of {', '.join(DIRECTIONS)}"
+        )
+    return JobSpec(
+        name, _name(data, "tenant", default="default"), hosts, PATTERNS[pattern], tclass, direction
+    )
+
+
+def _hosts(hosts: Any, pattern: str) -> tuple[str, ...]:
+    limit = MAX_ALL_TO_ALL_RANKS if pattern == "all_to_all" else MAX_RANKS
+    if not isinstance(hosts, list) or not 2 <= len(hosts) <= limit:
+        raise JobError(
+            "hosts",
+            f"expected a list of 2 to {limit} host IPv4 addresses in rank order"
+            + (f" ({pattern})" if isinstance(hosts, list) and len(hosts) > limit else ""),
+        )
     for i, ip in enumerate(hosts):
         try:
             if not isinstance(ip, str) or ipaddress.ip_address(ip).version != 4:
                 raise ValueError
         except ValueError:
-            raise JobError(f"hosts[{i}]", f"{ip!r} is not an IPv4 address") from None
-    dupes = sorted({ip for ip in hosts if hosts.count(ip) > 1})
-    if dupes:
-        raise JobError("hosts", f"{dupes[0]} appears more than once; one rank per host")
-    pattern = _string(data, "pattern", default="ring")
-    if pattern not in PATTERNS:
+            raise JobError(f"hosts[{i}]", f"{brief(ip)} is not an IPv4 address") from None
+    seen: set[str] = set()
+    for ip in hosts:
+        if ip in seen:
+            raise JobError("hosts", f"{ip} appears more than once; one rank per host")
+        seen.add(ip)
+    return tuple(hosts)
+
+
+def _name(data: Mapping[str, Any], key: str, required: bool = False, default: str = "") -> str:
+    value = _string(data, key, required, default)
+    if not NAME_RE.fullmatch(value):
+        what = "job name" if key == "name" else f"{key} name"
         raise JobError(
-            "pattern",
-            f"{pattern!r} is not a pattern; expected one of {', '.join(sorted(PATTERNS))}",
+            key,
+            f"{brief(value)} is not a {what}: 1-64 of a-z 0-9 . _ -, starting "
+            "and ending with a letter or digit",
         )
-    tclass = _string(data, "traffic_class", default="collective")
-    if tclass not in CLASSES:
-        raise JobError("traffic_class", f"{tclass!r}; expected one of {', '.join(CLASSES)}")
-    direction = _string(data, "ring_direction", default="forward")
-    if direction not in DIRECTIONS:
-        raise JobError("ring_direction", f"{direction!r}; expected one of {', '.join(DIRECTIONS)}")
-    return JobSpec(
-        name,
-        _string(data, "tenant", default="default"),
-        tuple(hosts),
-        PATTERNS[pattern],
-        tclass,
-        direction,
-    )
+    return value
 
 
 def _string(data: Mapping[str, Any], key: str, required: bool = False, default: str = "") -> str:
@@ -275,7 +297,7 @@ def describe(job: JobState, topo: Topology, names: Callable[[int], str]) -> dict
     status = (
         "active"
         if job.placed
-        else ("waiting for hosts " + ", ".join(job.missing) if job.missing else "unroutable")
+        else (f"waiting for hosts {_some(job.missing)}" if job.missing else "unroutable")
     )
     return {
         **job.spec.as_dict(),
@@ -285,3 +307,8 @@ def describe(job: JobState, topo: Topology, names: Callable[[int], str]) -> dict
         "bytes": job.bytes,
         "max_link_utilization": round(job.max_utilization, 3),
     }
+
+
+def _some(items: tuple[str, ...], shown: int = 8) -> str:
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more

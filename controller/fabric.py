@@ -76,6 +76,7 @@ def _spec_of(job: PolicyJob) -> JobSpec:
 
 DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
 REPAIR_BACKOFF = 5.0  # seconds between two repairs of one switch after rejections
+PROBES_PER_JOB = 64  # ARP probes a new job sends at once for hosts not heard from yet
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,11 @@ class Fabric:
 
     # -- counters ---------------------------------------------------------------
     def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> Messages:
-        self.telemetry.port_stats(now, dpid, stats)
+        """Counters of ports the switch has (made-up port numbers: counted, dropped)."""
+        switch = self.topo.switches.get(dpid)
+        known = [s for s in stats if switch is not None and s.port_no in switch.ports]
+        self.events["stats_unknown_port"] += len(stats) - len(known)
+        self.telemetry.port_stats(now, dpid, known)
         return {}
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
@@ -533,7 +538,9 @@ class Fabric:
 
     # -- jobs -------------------------------------------------------------------
     def create_job(self, now: float, spec: JobSpec) -> Messages:
-        """Register a collective job: place and install its paths before its first byte."""
+        """Register a collective job: place and install its paths before its first byte.
+        Up to ``PROBES_PER_JOB`` of its hosts not heard from yet are asked for at once
+        (each probe floods every edge port); the others are found when they speak."""
         self._check_job_tenant(spec)
         if spec.name in self.jobs:
             raise JobError("name", f"a job named {spec.name!r} exists; delete it first", True)
@@ -548,8 +555,13 @@ class Fabric:
                 )
         self._job_order += 1
         self.jobs[spec.name] = JobState(spec, self._job_order)
-        out = self._commit(self._job_plans([spec.name]))
-        for ip in self.jobs[spec.name].missing:
+        try:
+            plans = self._job_plans([spec.name])
+        except Exception:  # nothing was committed: the job must not stay half registered
+            del self.jobs[spec.name]
+            raise
+        out = self._commit(plans)
+        for ip in self.jobs[spec.name].missing[:PROBES_PER_JOB]:
             merge(out, self.arp.probe(now, self.topo, ip))
         return out
 

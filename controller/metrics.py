@@ -7,8 +7,9 @@ labelled by name (an OVS bridge's name, else the dpid in hex) and ports by numbe
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -152,6 +153,19 @@ METRICS = [
         " controller restart, hosts known without having to speak.",
     ),
     MetricDoc(
+        "loom_input_dropped_total",
+        "counter",
+        ("reason",),
+        "Input counted and dropped: undecodable frames, statistics replies nobody asked"
+        " for, errors about no message of ours, counters of ports a switch does not have.",
+    ),
+    MetricDoc(
+        "loom_handler_errors_total",
+        "counter",
+        ("handler",),
+        "Events (or REST requests) whose handling failed with an error; each is a bug.",
+    ),
+    MetricDoc(
         "loom_path_computation_seconds",
         "histogram",
         ("kind",),
@@ -168,12 +182,24 @@ PACKET_IN_KINDS = {
 }
 
 
+CORE_DROPS = {"undecodable_in": "undecodable_frame", "stats_unknown_port": "stats_unknown_port"}
+
+
+@dataclass
+class ShimCounts:
+    """What the Ryu shim refuses or fails on, by reason (the core counts its own)."""
+
+    dropped: Counter[str] = field(default_factory=Counter)
+    handler_errors: Counter[str] = field(default_factory=Counter)
+
+
 class FabricCollector(Collector):
     """Reads the core's state when Prometheus scrapes."""
 
-    def __init__(self, fabric: Fabric, policy: PolicyStatus) -> None:
+    def __init__(self, fabric: Fabric, policy: PolicyStatus, shim: ShimCounts) -> None:
         self.fabric = fabric
         self.policy = policy
+        self.shim = shim
 
     def _family(self, name: str) -> GaugeMetricFamily | CounterMetricFamily:
         doc = next(m for m in METRICS if m.name == name)
@@ -205,6 +231,18 @@ class FabricCollector(Collector):
             family = self._family(name)
             family.add_metric([], f.events.get(event, 0))
             yield family
+        yield from self._refused()
+
+    def _refused(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        dropped = self._family("loom_input_dropped_total")
+        counts = Counter({CORE_DROPS[e]: self.fabric.events.get(e, 0) for e in CORE_DROPS})
+        counts.update(self.shim.dropped)
+        for reason, n in sorted(counts.items()):
+            dropped.add_metric([reason], n)
+        errors = self._family("loom_handler_errors_total")
+        for handler, n in sorted(self.shim.handler_errors.items()):
+            errors.add_metric([handler], n)
+        yield from (dropped, errors)
 
     def _name(self, dpid: int) -> str:
         switch = self.fabric.topo.switches.get(dpid)
@@ -332,7 +370,7 @@ class FabricCollector(Collector):
             self._family("loom_policy_last_reload_ok"),
         )
         reloads.add_metric(["ok"], st.reloads_ok)
-        reloads.add_metric(["error"], st.reloads_failed)
+        reloads.add_metric(["rejected"], st.reloads_failed)
         last_ok.add_metric([], 1.0 if st.ok else 0.0)
         paused = self._family("loom_flow_tracking_paused_total")
         paused.add_metric([], self.fabric.te.events.get("ports_quieted", 0))
@@ -359,9 +397,11 @@ class LoomMetrics:
         fabric: Fabric,
         registry: CollectorRegistry | None = None,
         policy: PolicyStatus | None = None,
+        shim: ShimCounts | None = None,
     ) -> None:
         self.registry = registry or CollectorRegistry()
-        self.registry.register(FabricCollector(fabric, policy or PolicyStatus(None)))
+        self.shim = shim or ShimCounts()
+        self.registry.register(FabricCollector(fabric, policy or PolicyStatus(None), self.shim))
         self.path_seconds = self._histogram("loom_path_computation_seconds", BUCKETS)
         self.handling = self._histogram("loom_event_handling_seconds", BUCKETS)
         self.reroute = self._histogram("loom_reroute_latency_seconds", REROUTE_BUCKETS)

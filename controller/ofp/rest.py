@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from controller.api import LoomApi
+from controller.api import MAX_BODY_BYTES, LoomApi
 from controller.ofp.compat import FRAMEWORK
 
 if FRAMEWORK == "ryu":
@@ -37,7 +37,14 @@ class LoomRestController(ControllerBase):  # type: ignore[misc]
         @route("loom", "/loom/{path:.*}", methods=["GET", "POST", "PUT", "DELETE"])
         def dispatch(self, req: Any, **kwargs: Any) -> Any:
             auth = req.headers.get("Authorization", "")
-            res = self.api.handle(req.method, req.path, dict(req.GET), req.body or b"", auth)
+            length = req.content_length or 0
+            if length > MAX_BODY_BYTES:  # refused unread
+                body = b"\0" * (MAX_BODY_BYTES + 1)
+            else:
+                body = req.body_file.read(MAX_BODY_BYTES + 1) if length else b""
+            res = self.api.handle(req.method, req.path, dict(req.GET), body, auth)
+            if res.status >= 500:
+                self.app.counts.handler_errors["rest"] += 1
             self.app.send(res.messages)
             body = json.dumps(res.body, indent=1, sort_keys=True).encode()
             return Response(

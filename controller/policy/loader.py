@@ -9,6 +9,7 @@ tenants, a job outside its tenant) run once the schema holds.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +18,15 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from controller.policy import bounded_yaml
 from controller.policy.schema import Policy
+
+log = logging.getLogger("loom.policy")
 
 Loc = tuple[str | int, ...]
 KEY_ORDER = {"version": 0, "fabric": 1, "tenants": 2, "jobs": 3}
+INTERNAL = "(internal error)"  # the key of an issue that is Loom's bug, not the file's
+MAX_ISSUES = 50  # a file with a problem per host would otherwise list 27,648
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,14 @@ class PolicyIssue:
 
 class PolicyError(ValueError):
     def __init__(self, issues: list[PolicyIssue]) -> None:
-        self.issues = sorted(issues, key=lambda i: (i.line, i.key))
+        ordered = sorted(issues, key=lambda i: (i.line, i.key))
+        if len(ordered) > MAX_ISSUES:
+            rest = len(ordered) - MAX_ISSUES + 1
+            last = ordered[MAX_ISSUES - 1]
+            ordered[MAX_ISSUES - 1 :] = [
+                PolicyIssue(last.file, last.line, last.key, f"... and {rest} more problems")
+            ]
+        self.issues = ordered
         super().__init__("\n".join(str(i) for i in self.issues))
 
 
@@ -80,17 +93,31 @@ class _Lines:
         return self.lines.get(loc, 1)
 
 
-def parse_policy(text: str, file: str = "<policy>") -> Policy:
-    """Validate policy text; raises ``PolicyError`` listing every problem."""
+def parse_policy(text: str | bytes, file: str = "<policy>") -> Policy:
+    """Validate a policy (the file's bytes, or its text); raises ``PolicyError`` listing
+    every problem, and nothing else, whatever the input."""
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc)
+        return _parse(text, file)
+    except PolicyError:
+        raise
+    except Exception as exc:  # a bug here must not become a traceback for the user
+        log.exception("policy %s: unexpected error while checking it", file)
         raise PolicyError(
-            [PolicyIssue(file, line, "(syntax)", f"not valid YAML: {problem}")]
+            [PolicyIssue(file, 1, INTERNAL, f"could not be checked: {type(exc).__name__}")]
+        ) from None
+
+
+def _parse(text: str | bytes, file: str) -> Policy:
+    try:
+        if isinstance(text, bytes):
+            text = bounded_yaml.decode(text)
+        root, data = bounded_yaml.load(text)
+    except bounded_yaml.YamlRefusal as exc:
+        raise PolicyError([PolicyIssue(file, exc.line, "(file)", exc.message)]) from None
+    except yaml.YAMLError as exc:
+        line, problem = bounded_yaml.error_line(exc)
+        raise PolicyError(
+            [PolicyIssue(file, line, "(syntax)", f"not valid YAML: {brief(problem)}")]
         ) from None
     lines = _Lines(root)
     issues = [PolicyIssue(file, n, key_text(loc), "key given twice") for loc, n in lines.duplicates]
@@ -113,14 +140,23 @@ def parse_policy(text: str, file: str = "<policy>") -> Policy:
 
 
 def load_policy(path: str | Path) -> Policy:
+    """Read and validate a policy file; bounded in size and work (``bounded_yaml``)."""
     path = Path(path)
     try:
-        text = path.read_text()
+        with path.open("rb") as f:
+            data = f.read(bounded_yaml.MAX_BYTES + 1)
     except OSError as exc:
         raise PolicyError(
-            [PolicyIssue(str(path), 1, "(file)", f"cannot read: {exc.strerror}")]
+            [PolicyIssue(str(path), 1, "(file)", f"cannot read: {exc.strerror or exc}")]
         ) from None
-    return parse_policy(text, str(path))
+    return parse_policy(data, str(path))
+
+
+def brief(value: object, limit: int = 120) -> str:
+    """A value or message cut to ``limit`` characters: errors quote input, and input
+    can be a megabyte long."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _keep_raw_macs(data: dict[str, Any], lines: _Lines) -> None:
@@ -149,8 +185,8 @@ def _issue(file: str, lines: _Lines, err: Any) -> PolicyIssue:
     shown = err.get("input")
     plain = not isinstance(shown, dict | list) and kind not in ("extra_forbidden", "missing")
     if plain and repr(shown) not in msg:
-        msg += f" (got {shown!r})"
-    return PolicyIssue(file, lines.line(loc), key_text(loc), msg)
+        msg += f" (got {brief(shown)})"
+    return PolicyIssue(file, lines.line(loc), brief(key_text(loc)), brief(msg, 240))
 
 
 def _allowed_keys(loc: Loc) -> str:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.fabric import Fabric
 from controller.model import Messages
 from controller.policy.loader import PolicyError, load_policy
+from controller.policy.schema import Policy
 
 log = logging.getLogger("loom.policy")
 DEFAULT_POLICY = "/etc/loom/policy.yaml"
@@ -33,9 +35,16 @@ class PolicyStatus:
 
 
 class PolicyManager:
-    def __init__(self, fabric: Fabric, path: str | None) -> None:
+    """``load`` reads and validates a file: ``load_policy`` in this process by default;
+    the controller passes ``isolated.load_isolated`` so a reload never holds its event
+    loop."""
+
+    def __init__(
+        self, fabric: Fabric, path: str | None, load: Callable[[str], Policy] = load_policy
+    ) -> None:
         self.fabric = fabric
         self.status = PolicyStatus(path)
+        self.load = load
 
     @staticmethod
     def path_from_env(env: os._Environ[str] | dict[str, str] = os.environ) -> str | None:
@@ -56,7 +65,7 @@ class PolicyManager:
         except OSError:
             st.mtime = None
         try:
-            policy = load_policy(st.path)
+            policy = self.load(st.path)
         except PolicyError as err:
             st.ok, st.errors = False, [str(i) for i in err.issues]
             st.reloads_failed += 1

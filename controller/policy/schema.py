@@ -18,11 +18,12 @@ from controller.collectives import DIRECTIONS, NAME_RE, PATTERNS
 from controller.engineer import POLICIES
 from controller.qos import CLASSES
 
-MAC_RE = re.compile(r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+MAX_MBPS = 10_000_000  # 10 Tbit/s: anything above is a typo
+MAC_RE = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class HostEntry(Strict):
@@ -30,7 +31,9 @@ class HostEntry(Strict):
 
     mac: str | None = None
     ip: str | None = None
-    switch: int | None = Field(default=None, description="dpid of the edge switch")
+    switch: int | None = Field(
+        default=None, ge=0, le=2**64 - 1, description="dpid of the edge switch"
+    )
     port: int | None = Field(default=None, ge=1, le=0xFFFFFF00)
 
     @field_validator("mac")
@@ -39,7 +42,7 @@ class HostEntry(Strict):
         if v is None:
             return v
         low = v.lower()
-        if not MAC_RE.match(low):
+        if not MAC_RE.fullmatch(low):
             raise ValueError(
                 f"{v!r} is not a MAC address (expected six hex pairs, e.g. 02:00:00:00:00:01)"
             )
@@ -73,12 +76,12 @@ class Tenant(Strict):
     name: str
     hosts: list[HostEntry] = Field(min_length=1)
     traffic_classes: list[str] = Field(default_factory=lambda: list(CLASSES))
-    bandwidth_mbps: float | None = Field(default=None, gt=0)
+    bandwidth_mbps: float | None = Field(default=None, gt=0, le=MAX_MBPS)
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.match(v):
+        if not NAME_RE.fullmatch(v):
             raise ValueError(f"{v!r} is not a tenant name: 1-64 of a-z 0-9 . _ -")
         return v
 
@@ -132,9 +135,9 @@ class Queues(Strict):
 
 
 class FabricSettings(Strict):
-    poll_interval: float = Field(default=0.5, gt=0)
+    poll_interval: float = Field(default=0.5, gt=0, le=60)
     elephant_share: float = Field(default=0.1, gt=0, le=1)
-    link_capacity_mbps: float | None = Field(default=None, gt=0)
+    link_capacity_mbps: float | None = Field(default=None, gt=0, le=MAX_MBPS)
     te: bool = True
     qos: bool = True
     path_policy: Literal["adaptive", "minimal", "valiant"] = "adaptive"

@@ -97,7 +97,7 @@ def test_valid_request_parses_with_defaults() -> None:
         ([1, 2], "body", "JSON object"),
         ({"hosts": ["10.0.0.2", "10.0.0.3"]}, "name", "required"),
         ({"name": "Bad Name", "hosts": ["10.0.0.2", "10.0.0.3"]}, "name", "not a job name"),
-        ({"name": "a", "hosts": ["10.0.0.2"]}, "hosts", "at least 2"),
+        ({"name": "a", "hosts": ["10.0.0.2"]}, "hosts", "2 to 4096 host"),
         ({"name": "a", "hosts": "10.0.0.2"}, "hosts", "list"),
         ({"name": "a", "hosts": ["10.0.0.2", "10.0.0.300"]}, "hosts[1]", "not an IPv4 address"),
         ({"name": "a", "hosts": ["10.0.0.2", "10.0.0.2"]}, "hosts", "more than once"),
