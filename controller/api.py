@@ -228,7 +228,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise JobError(brief(key), "key given twice")
+            raise JobError(key[:64], "key given twice")
         out[key] = value
     return out
 

@@ -15,7 +15,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from controller.arp import ArpService
-from controller.collectives import JobError, JobSpec, JobState, job_plan, parse_job, place_job
+from controller.collectives import (
+    JobError,
+    JobSpec,
+    JobState,
+    brief,
+    job_plan,
+    parse_job,
+    place_job,
+)
 from controller.compiler import (
     Owner,
     Plan,
@@ -567,7 +575,7 @@ class Fabric:
 
     def delete_job(self, name: str) -> Messages:
         if self.jobs.pop(name, None) is None:
-            raise JobError("name", f"no job named {name!r}")
+            raise JobError("name", f"no job named {brief(name)}")
         return self.store.remove(("job", name))
 
     def _job_plans(self, names: list[str]) -> dict[Owner, Plan]:

@@ -39,7 +39,7 @@ class YamlRefusal(Exception):
 
 
 def decode(data: bytes) -> str:
-    """UTF-8 text without characters YAML forbids; raises ``YamlRefusal``."""
+    """A file's bytes as text, if they are UTF-8; raises ``YamlRefusal``."""
     if len(data) > MAX_BYTES:
         raise YamlRefusal(1, f"larger than {MAX_BYTES:,} bytes, the most a policy may be")
     try:
@@ -49,6 +49,14 @@ def decode(data: bytes) -> str:
         raise YamlRefusal(
             line, f"not UTF-8 text: byte 0x{data[exc.start]:02x} at byte offset {exc.start}"
         ) from None
+    return text
+
+
+def check_text(text: str) -> str:
+    """``text`` without a byte-order mark, if it is small enough and has only the
+    characters YAML allows; raises ``YamlRefusal``."""
+    if len(text) > MAX_BYTES:
+        raise YamlRefusal(1, f"larger than {MAX_BYTES:,} bytes, the most a policy may be")
     text = text.removeprefix("\ufeff")
     bad = _NOT_PRINTABLE.search(text)
     if bad is not None:
@@ -56,7 +64,8 @@ def decode(data: bytes) -> str:
         raise YamlRefusal(
             text.count("\n", 0, offset) + 1,
             f"control character U+{ord(bad.group()):04X} at byte offset "
-            f"{len(text[:offset].encode())}; YAML allows tab, newline and printable text only",
+            f"{len(text[:offset].encode(errors='replace'))}; "
+            "YAML allows tab, newline and printable text only",
         )
     return text
 
@@ -133,6 +142,7 @@ class _Constructor(yaml.SafeLoader):
 def load(text: str) -> tuple[yaml.Node | None, Any]:
     """The document's node tree (for line numbers) and its data; bounded work.
     Raises ``YamlRefusal`` or ``yaml.YAMLError``."""
+    text = check_text(text)
     check_events(text)
     root = yaml.compose(text, Loader=_Loader)
     if root is None:
