@@ -30,6 +30,7 @@ from controller.ofp.compat import (
     MAIN_DISPATCHER,
     BaseApp,
     hub,
+    offload,
     ofp,
     ofp_event,
     set_ev_cls,
@@ -41,6 +42,7 @@ from controller.ofp.rest import LoomRestController, register_rest
 from controller.policy.isolated import load_isolated
 from controller.policy.loader import load_policy
 from controller.policy.manager import PolicyManager
+from controller.policy.schema import Policy
 from controller.settings import Settings
 
 TICK_SECONDS = 0.1
@@ -74,7 +76,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         first = load_policy(path) if path else None  # an invalid file at start: refuse to start
         self.settings = Settings.from_env(base=first.fabric if first else None)
         self.fabric = Fabric(self.settings.fabric, timer=time.perf_counter)
-        self.policy = PolicyManager(self.fabric, path, load_isolated)
+        self.policy = PolicyManager(self.fabric, path, self._load_policy)
         self.policy.reload(time.monotonic())
         self.metrics = LoomMetrics(self.fabric, policy=self.policy.status)
         self.counts = self.metrics.shim  # what the shim drops, and handlers that fail
@@ -90,6 +92,12 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         signal.signal(signal.SIGHUP, self._on_sighup)
         self._ticker = hub.spawn(self._tick_loop)
         self._watcher = hub.spawn(self._watch_policy)
+
+    @staticmethod
+    def _load_policy(path: str) -> Policy:
+        """Reloads: checked in a child process, its answer read in a native thread, so
+        neither holds the event loop (a 27,648-host policy takes seconds)."""
+        return load_isolated(path, read=lambda raw: offload(Policy.model_validate_json, raw))
 
     def _serve_metrics(self) -> None:
         host, port = self.settings.metrics_host, self.settings.metrics_port

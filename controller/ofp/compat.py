@@ -8,6 +8,10 @@ otherwise Ryu is preferred.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 if "os_ken" in sys.modules and "ryu" not in sys.modules:  # pragma: no cover - os-ken only
     from os_ken.base import app_manager
@@ -42,6 +46,17 @@ else:
     BaseApp = app_manager.RyuApp
     FRAMEWORK = "ryu"
 
+
+
+def offload(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a native thread while the event loop goes on serving switches
+    (both frameworks run on eventlet; its thread pool hands the result back)."""
+    from eventlet import tpool
+
+    result: T = tpool.execute(fn, *args)
+    return result
+
+
 __all__ = [
     "CONFIG_DISPATCHER",
     "DEAD_DISPATCHER",
@@ -54,6 +69,7 @@ __all__ = [
     "hub",
     "ipv4",
     "lldp",
+    "offload",
     "ofp",
     "ofp_event",
     "packet",

@@ -17,6 +17,7 @@ import os
 import resource
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from controller.policy.loader import PolicyError, PolicyIssue, load_policy
@@ -31,9 +32,14 @@ def _limit_memory() -> None:  # pragma: no cover - runs in the child before exec
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
 
 
-def load_isolated(path: str | Path, timeout: float = TIMEOUT_S) -> Policy:
+def load_isolated(
+    path: str | Path,
+    timeout: float = TIMEOUT_S,
+    read: Callable[[bytes], Policy] = Policy.model_validate_json,
+) -> Policy:
     """``load_policy`` in a child process; raises ``PolicyError`` as it would, and
-    also when the check takes longer than ``timeout`` seconds or dies."""
+    also when the check takes longer than ``timeout`` seconds or dies. ``read`` turns
+    the child's JSON into a ``Policy`` (the controller runs it off its event loop)."""
     file = str(path)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([_REPO, os.environ.get("PYTHONPATH", "")]))
     try:
@@ -51,7 +57,7 @@ def load_isolated(path: str | Path, timeout: float = TIMEOUT_S) -> Policy:
         raise _refused(file, f"cannot start the policy checker: {exc}") from None
     if done.returncode == 0:
         try:
-            return Policy.model_validate_json(done.stdout)
+            return read(done.stdout)
         except ValueError:
             raise _refused(file, "the policy checker answered nonsense") from None
     if done.returncode == 1:
