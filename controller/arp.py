@@ -11,6 +11,7 @@ link teaches nothing wrong, and hosts' ARP caches are never polluted.
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from controller.model import (
@@ -29,6 +30,20 @@ ARP_REPLY = 2
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 ZERO_MAC = "00:00:00:00:00:00"
 ZERO_IP = "0.0.0.0"
+BROADCAST_IP = ipaddress.IPv4Address("255.255.255.255")
+
+
+def _unicast(mac: str, ip: str | None) -> bool:
+    """A host's own addresses: a unicast, non-zero MAC and, if any, a unicast IPv4
+    address (a host claiming the broadcast MAC would receive every broadcast)."""
+    try:
+        group = int(mac[:2], 16) & 1
+        addr = ipaddress.IPv4Address(ip) if ip is not None else None
+    except ValueError:
+        return False
+    if group or mac == ZERO_MAC:
+        return False
+    return addr is None or not (addr.is_multicast or addr.is_loopback or addr == BROADCAST_IP)
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,7 @@ class ArpService:
         """The sender's tenant, or ``None`` for a frame that lies: a sender MAC that is not
         the frame's source, a host or address that still lives on another live port, or a
         sender the policy does not admit there."""
-        if arp.sha != arp.eth_src:
+        if arp.sha != arp.eth_src or not _unicast(arp.sha, ip):
             return None
         known = topo.hosts.get(arp.sha)
         moved = known is not None and (known.dpid, known.port) != (dpid, port)

@@ -13,7 +13,6 @@ marked with its class's DSCP at the ingress, and counted under a per-job cookie.
 from __future__ import annotations
 
 import ipaddress
-import re
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -35,21 +34,9 @@ from controller.qos import CLASSES, ack_marks, mark
 from controller.routing import Routes
 from controller.te import Demand, Link, Path, minimal_paths, place
 from controller.topology import Topology
+from controller.vocabulary import DIRECTIONS, NAME_RE, PATTERNS
 
 PRIO_JOB = 200  # above tracked flows (100): a job's pairs are placed, not re-pinned by TE
-PATTERNS = {
-    "ring": "ring",
-    "ring_allreduce": "ring",
-    "allreduce": "ring",
-    "all_reduce": "ring",
-    "all_gather": "ring",
-    "allgather": "ring",
-    "reduce_scatter": "ring",
-    "all_to_all": "all_to_all",
-    "alltoall": "all_to_all",
-}
-DIRECTIONS = ("forward", "backward", "both")
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9_.-]{0,62}[a-z0-9])?$")
 Pair = tuple[str, str]  # (source IPv4, destination IPv4)
 
 

@@ -51,12 +51,12 @@ from controller.te import (
 )
 from controller.telemetry import Telemetry
 from controller.topology import Topology
+from controller.vocabulary import POLICIES
 
 log = logging.getLogger("loom.te")
 PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
 PortRef = tuple[int, int]
 Capacity = Callable[[PortRef], float]
-POLICIES = ("adaptive", "minimal", "valiant")
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from controller.engineer import POLICIES, TeConfig
+from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
+from controller.vocabulary import POLICIES
 
 if TYPE_CHECKING:
     from controller.policy.schema import FabricSettings

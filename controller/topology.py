@@ -99,8 +99,9 @@ class Topology:
     def link_seen(self, now: float, src: PortRef, dst: PortRef) -> bool:
         """Record an LLDP observation; True when it adds or moves a link. A claim on a
         port where a host lives, or from a port to itself, is refused: only a host
-        replaying frames it was sent could make one."""
-        if src[0] not in self.switches or dst[0] not in self.switches or src == dst:
+        replaying frames it was sent could make one. So is a link from a switch to itself
+        (a looped cable or a replay): it carries nothing a route could use."""
+        if src[0] not in self.switches or dst[0] not in self.switches or src[0] == dst[0]:
             return False
         if not (self.port_up(src) and self.port_up(dst)):
             return False
@@ -164,7 +165,10 @@ class Topology:
     ) -> bool:
         """Learn or refresh a host seen at an edge port; True when it is new, moved, or
         its address or tenant changed."""
-        if (dpid, port) in self.fabric_ports or dpid not in self.switches:
+        switch = self.switches.get(dpid)
+        if switch is None or port not in switch.ports or port > MAX_PHYSICAL_PORT:
+            return False
+        if (dpid, port) in self.fabric_ports:
             return False
         old = self.hosts.get(mac)
         if old is not None and (old.dpid, old.port) == (dpid, port):

@@ -47,7 +47,6 @@ else:
     FRAMEWORK = "ryu"
 
 
-
 def offload(fn: Callable[..., T], *args: Any) -> T:
     """``fn(*args)`` in a native thread while the event loop goes on serving switches
     (both frameworks run on eventlet; its thread pool hands the result back)."""

@@ -121,8 +121,18 @@ def _parse(text: str | bytes, file: str) -> Policy:
         ) from None
     lines = _Lines(root)
     issues = [PolicyIssue(file, n, key_text(loc), "key given twice") for loc, n in lines.duplicates]
-    if data is None:
-        data = {}
+    if data is None:  # a truncated write looks like this: it must not mean "deny all"
+        raise PolicyError(
+            [
+                PolicyIssue(
+                    file,
+                    1,
+                    "(document)",
+                    "no policy in the file (empty, or only comments); "
+                    "a fabric with no tenants says so: tenants: []",
+                )
+            ]
+        )
     if not isinstance(data, dict):
         raise PolicyError(
             [PolicyIssue(file, 1, "(document)", "expected a mapping with fabric, tenants, jobs")]

@@ -14,9 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from controller.collectives import DIRECTIONS, NAME_RE, PATTERNS
-from controller.engineer import POLICIES
 from controller.qos import CLASSES
+from controller.vocabulary import DIRECTIONS, NAME_RE, PATTERNS, POLICIES
 
 MAX_MBPS = 10_000_000  # 10 Tbit/s: anything above is a typo
 MAC_RE = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
