@@ -70,6 +70,13 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def write_bytes_atomically(path: Path, data: bytes) -> None:
+    """:func:`write_atomically` for any bytes (a hostile file need not be text)."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def policy_path(stack: LoomStack) -> Path:
     return stack.run_dir / "policy.yaml"
 
@@ -129,6 +136,13 @@ def tenant_of(tenants: dict[str, range], host: str) -> str | None:
 
 def ping_ok(stack: LoomStack, src: int, dst: int, count: int = 2) -> bool:
     out = stack.net.host(h(src)).cmd(f"ping -n -q -c {count} -i 0.2 -W 1 {host_ip(stack, dst)}")
+    m = re.search(r"(\d+) received", out)
+    return bool(m and int(m.group(1)) > 0)
+
+
+def ping_once(stack: LoomStack, src: int, dst: int, wait: float = 0.5) -> bool:
+    """One echo request, ``wait`` seconds for the reply (a quick check between steps)."""
+    out = stack.net.host(h(src)).cmd(f"ping -n -q -c 1 -W {wait:g} {host_ip(stack, dst)}")
     m = re.search(r"(\d+) received", out)
     return bool(m and int(m.group(1)) > 0)
 
