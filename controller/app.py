@@ -47,11 +47,14 @@ from controller.settings import Settings
 
 TICK_SECONDS = 0.1
 Handler = Callable[[Any, Any], None]
+GUARDED = ["rest"]  # what may fail: every guarded handler's name, and REST requests
 
 
 def guarded(handler: Handler) -> Handler:
     """Nothing a switch or host sends may raise out of a handler: an event whose handling
     fails is counted (``loom_handler_errors_total``), logged once and dropped."""
+
+    GUARDED.append(handler.__name__.strip("_"))
 
     @functools.wraps(handler)
     def run(self: FabricApp, ev: Any) -> None:
@@ -80,6 +83,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.policy.reload(time.monotonic())
         self.metrics = LoomMetrics(self.fabric, policy=self.policy.status)
         self.counts = self.metrics.shim  # what the shim drops, and handlers that fail
+        self.counts.dropped.update(dict.fromkeys(("unsolicited_reply", "unmatched_error"), 0))
+        self.counts.handler_errors.update(dict.fromkeys(GUARDED, 0))
         self.datapaths: dict[int, Any] = {}
         self.reads = decode.StateReads()
         self.fences = BarrierFences()
