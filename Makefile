@@ -135,3 +135,10 @@ bench-collectives: setup torch
 .PHONY: bench-failover
 bench-failover: setup
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_failover
+
+## Fuzz benchmark (issue "Hostile input everywhere"): >= 10,000 generated policies, REST
+## requests and frames each against the real loader, API and decoders; per-kind failures,
+## slowest case and p50/p99 times; JSON + PNG into results/fuzz. No emulation, no root.
+.PHONY: bench-fuzz
+bench-fuzz: venv
+	$(PY) -m tests.fuzz.bench $(ARGS)

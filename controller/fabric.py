@@ -243,8 +243,11 @@ class Fabric:
 
     # -- packets --------------------------------------------------------------
     def packet_in(self, now: float, pkt: PacketIn) -> Messages:
-        frame = pkt.frame
-        if pkt.dpid not in self.topo.switches:
+        frame, switch = pkt.frame, self.topo.switches.get(pkt.dpid)
+        if switch is None:
+            return {}
+        if pkt.in_port not in switch.ports or pkt.in_port > MAX_PHYSICAL_PORT:
+            self.events["unknown_in_port"] += 1  # no such port: nothing to learn or answer
             return {}
         if isinstance(frame, LldpFrame):
             self.events["lldp_in"] += 1
@@ -310,8 +313,10 @@ class Fabric:
             return {}
         dest = self._planned_at.get(frame.eth_dst)
         rules = self.store.parts.get(("dest", dest), {}).get(pkt.dpid) if dest is not None else None
-        if rules is None or not any(
-            r.match.get("eth_dst") == frame.eth_dst for r in rules.flows.values()
+        if (
+            not pkt.data
+            or rules is None
+            or not any(r.match.get("eth_dst") == frame.eth_dst for r in rules.flows.values())
         ):
             self.events["route_miss_dropped"] += 1
             return {}

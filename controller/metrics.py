@@ -156,8 +156,9 @@ METRICS = [
         "loom_input_dropped_total",
         "counter",
         ("reason",),
-        "Input counted and dropped: undecodable frames, statistics replies nobody asked"
-        " for, errors about no message of ours, counters of ports a switch does not have.",
+        "Input counted and dropped: undecodable frames, packet-ins from ports a switch"
+        " does not have, statistics replies nobody asked for, errors about no message of"
+        " ours, counters of ports a switch does not have.",
     ),
     MetricDoc(
         "loom_handler_errors_total",
@@ -182,7 +183,11 @@ PACKET_IN_KINDS = {
 }
 
 
-CORE_DROPS = {"undecodable_in": "undecodable_frame", "stats_unknown_port": "stats_unknown_port"}
+CORE_DROPS = {
+    "undecodable_in": "undecodable_frame",
+    "unknown_in_port": "unknown_in_port",
+    "stats_unknown_port": "stats_unknown_port",
+}
 
 
 @dataclass

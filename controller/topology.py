@@ -103,6 +103,8 @@ class Topology:
         (a looped cable or a replay): it carries nothing a route could use."""
         if src[0] not in self.switches or dst[0] not in self.switches or src[0] == dst[0]:
             return False
+        if max(src[1], dst[1]) > MAX_PHYSICAL_PORT:  # LOCAL, CONTROLLER...: no cable there
+            return False
         if not (self.port_up(src) and self.port_up(dst)):
             return False
         if any((h.dpid, h.port) in (src, dst) for h in self.hosts.values()):

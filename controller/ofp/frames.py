@@ -1,6 +1,6 @@
 """Frames as bytes: build the LLDP and ARP frames the core asks for, and decode
 packet-in payloads into the core's frame types. Malformed input decodes to ``None``
-(counted by the caller); it never raises."""
+(counted by the caller); it never raises and never loops."""
 
 from __future__ import annotations
 
@@ -15,15 +15,17 @@ from controller.model import (
     ETH_TYPE_ARP,
     ETH_TYPE_IPV4,
     ETH_TYPE_LLDP,
+    ETH_TYPE_VLAN,
     ArpFrame,
     EthFrame,
     Frame,
     LldpFrame,
     RawFrame,
 )
-from controller.ofp.compat import arp, ethernet, ipv4, lldp, packet, tcp, udp, vlan
+from controller.ofp.compat import arp, ethernet, lldp, packet
 
 log = logging.getLogger("loom.ofp")
+IP_PROTO_TCP, IP_PROTO_UDP = 6, 17
 
 CHASSIS_PREFIX = b"dpid:"
 LLDP_TTL = 120
@@ -74,7 +76,13 @@ def frame_bytes(frame: LldpFrame | ArpFrame | RawFrame) -> bytes:
 
 
 def decode(data: bytes) -> Frame | None:
-    """Decode a packet-in payload; ``None`` for anything malformed."""
+    """Decode a packet-in payload; ``None`` for anything malformed.
+
+    Read with ``struct``, field by field, instead of Ryu's packet library: that parses
+    every header and option it knows, and a TCP option of length 0 (one packet from
+    any host) sends its option loop round forever. Here each header is checked for
+    length before it is read and nothing loops over attacker-chosen counts except the
+    LLDP TLVs, each of which advances at least two bytes."""
     try:
         return _decode(data)
     except Exception as exc:  # a hostile frame must never escape the handler
@@ -82,57 +90,90 @@ def decode(data: bytes) -> Frame | None:
         return None
 
 
+def _mac(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+def _ip(raw: bytes) -> str:
+    return ".".join(str(b) for b in raw)
+
+
 def _decode(data: bytes) -> Frame | None:
-    pkt = packet.Packet(data)
-    eth = pkt.get_protocol(ethernet.ethernet)
-    if eth is None:
+    if len(data) < 14:
         return None
-    if eth.ethertype == ETH_TYPE_LLDP:
-        return _decode_lldp(pkt)
-    vid = None
-    tag = pkt.get_protocol(vlan.vlan)
-    if tag is not None:
-        vid = tag.vid
-    req = pkt.get_protocol(arp.arp)
-    if req is not None and vid is None:
-        return ArpFrame(
-            req.opcode, eth.src, eth.dst, req.src_mac, req.src_ip, req.dst_mac, req.dst_ip
-        )
-    ip = pkt.get_protocol(ipv4.ipv4)
-    ethertype = tag.ethertype if tag is not None else eth.ethertype
-    if ip is None or ethertype != ETH_TYPE_IPV4:
-        return EthFrame(eth.src, eth.dst, ethertype, vid)
-    l4 = pkt.get_protocol(tcp.tcp) or pkt.get_protocol(udp.udp)
-    return EthFrame(
-        eth.src,
-        eth.dst,
-        ethertype,
-        vid,
-        ip.src,
-        ip.dst,
-        ip.proto,
-        l4.src_port if l4 else None,
-        l4.dst_port if l4 else None,
+    dst, src = _mac(data[0:6]), _mac(data[6:12])
+    (ethertype,) = struct.unpack_from("!H", data, 12)
+    if ethertype == ETH_TYPE_LLDP:
+        return _decode_lldp(data, 14)
+    vid, offset = None, 14
+    if ethertype == ETH_TYPE_VLAN:
+        if len(data) < 18:
+            return None
+        tci, ethertype = struct.unpack_from("!HH", data, 14)
+        vid, offset = tci & 0x0FFF, 18
+    if ethertype == ETH_TYPE_ARP and vid is None:
+        return _decode_arp(data, offset, src, dst)
+    if ethertype != ETH_TYPE_IPV4:
+        return EthFrame(src, dst, ethertype, vid)
+    if len(data) < offset + 20:
+        return None
+    version_ihl, flags_fragment, proto = (
+        data[offset],
+        data[offset + 6 : offset + 8],
+        data[offset + 9],
+    )
+    header = (version_ihl & 0x0F) * 4
+    if version_ihl >> 4 != 4 or header < 20 or len(data) < offset + header:
+        return None
+    ip_src, ip_dst = _ip(data[offset + 12 : offset + 16]), _ip(data[offset + 16 : offset + 20])
+    l4 = offset + header
+    first = struct.unpack("!H", flags_fragment)[0] & 0x1FFF == 0  # later fragments: no ports
+    if proto in (IP_PROTO_TCP, IP_PROTO_UDP) and first and len(data) >= l4 + 4:
+        sport, dport = struct.unpack_from("!HH", data, l4)
+        return EthFrame(src, dst, ethertype, vid, ip_src, ip_dst, proto, sport, dport)
+    return EthFrame(src, dst, ethertype, vid, ip_src, ip_dst, proto)
+
+
+def _decode_arp(data: bytes, offset: int, src: str, dst: str) -> ArpFrame | None:
+    """An Ethernet/IPv4 ARP packet; any other hardware or protocol is malformed here."""
+    if len(data) < offset + 28:
+        return None
+    htype, ptype, hlen, plen, op = struct.unpack_from("!HHBBH", data, offset)
+    if (htype, ptype, hlen, plen) != (1, ETH_TYPE_IPV4, 6, 4):
+        return None
+    body = data[offset + 8 : offset + 28]
+    return ArpFrame(
+        op, src, dst, _mac(body[0:6]), _ip(body[6:10]), _mac(body[10:16]), _ip(body[16:20])
     )
 
 
-def _decode_lldp(pkt: packet.Packet) -> LldpFrame | None:
-    msg = pkt.get_protocol(lldp.lldp)
-    if msg is None or len(msg.tlvs) < 3:
+def _lldp_tlvs(data: bytes, offset: int) -> list[tuple[int, bytes]] | None:
+    """(type, value) of every TLV up to End; ``None`` if one runs past the frame."""
+    tlvs: list[tuple[int, bytes]] = []
+    while offset + 2 <= len(data):
+        (head,) = struct.unpack_from("!H", data, offset)
+        kind, length = head >> 9, head & 0x01FF
+        offset += 2
+        if offset + length > len(data):
+            return None
+        if kind == 0:  # End of LLDPDU
+            return tlvs
+        tlvs.append((kind, data[offset : offset + length]))
+        offset += length
+    return None  # no End TLV
+
+
+def _decode_lldp(data: bytes, offset: int) -> LldpFrame | None:
+    tlvs = _lldp_tlvs(data, offset)
+    if tlvs is None or len(tlvs) < 3 or [k for k, _ in tlvs[:3]] != [1, 2, 3]:
         return None
-    chassis, port = msg.tlvs[0], msg.tlvs[1]
-    if not isinstance(chassis, lldp.ChassisID) or not isinstance(port, lldp.PortID):
+    cid, pid = tlvs[0][1][1:], tlvs[1][1][1:]  # after each TLV's subtype byte
+    hexdigits = cid[len(CHASSIS_PREFIX) :]
+    if not cid.startswith(CHASSIS_PREFIX) or len(hexdigits) != 16 or len(pid) != 4:
         return None
-    cid = bytes(chassis.chassis_id)
-    if not cid.startswith(CHASSIS_PREFIX) or len(port.port_id) != 4:
-        return None
-    frame = LldpFrame(
-        int(cid[len(CHASSIS_PREFIX) :], 16), struct.unpack("!I", bytes(port.port_id))[0]
-    )
-    tags = [
-        t for t in msg.tlvs if isinstance(t, lldp.OrganizationallySpecific) and t.oui == LOOM_OUI
-    ]
-    if len(tags) != 1 or not hmac.compare_digest(bytes(tags[0].info), _tag(frame.dpid, frame.port)):
+    frame = LldpFrame(int(hexdigits, 16), struct.unpack("!I", pid)[0])
+    tags = [v[4:] for k, v in tlvs if k == 127 and v[:3] == LOOM_OUI]
+    if len(tags) != 1 or not hmac.compare_digest(tags[0], _tag(frame.dpid, frame.port)):
         return None  # not sent by this controller: a host cannot forge a link
     return frame
 
