@@ -9,6 +9,7 @@ environment variables (see ``controller.settings``).
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 import signal
 import sys
@@ -97,6 +98,10 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         signal.signal(signal.SIGHUP, self._on_sighup)
         self._ticker = hub.spawn(self._tick_loop)
         self._watcher = hub.spawn(self._watch_policy)
+        # Everything imported and built so far lives as long as the process: keep the
+        # collector from walking it again and again (a full pass held the loop ~0.1 s).
+        gc.collect()
+        gc.freeze()
 
     @staticmethod
     def _load_policy(path: str) -> Policy:
