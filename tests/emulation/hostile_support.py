@@ -30,28 +30,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mininet_scenarios.frames import checksum, ip_bytes, mac_bytes
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKET_OUTGOING = 4
 ETH_LLDP = 0x88CC
 LLDP_MAC = "01:80:c2:00:00:0e"
 LOOM_OUI = b"LOM"  # controller/ofp/frames.py: the OUI of the TLV carrying the signature
-
-
-def mac_bytes(mac: str) -> bytes:
-    return bytes(int(b, 16) for b in mac.split(":"))
-
-
-def ip_bytes(ip: str) -> bytes:
-    return socket.inet_aton(ip)
-
-
-def checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(int(w) for w in struct.unpack(f"!{len(data) // 2}H", data))
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return ~total & 0xFFFF
 
 
 # --------------------------------------------------------------------------- frames
