@@ -200,7 +200,7 @@ def test_warm_reload_keeps_red_flowing_and_bad_reload_changes_nothing(
     assert any(bad_ip in e for e in post[1]["errors"]), post
     metrics = scrape(loom)
     assert metrics[("loom_policy_last_reload_ok", "")] == 0
-    assert metrics[("loom_policy_reloads_total", "error")] >= 2
+    assert metrics[("loom_policy_reloads_total", "rejected")] >= 2
     # The previous (moved) policy is still in force everywhere.
     status = policy_status(loom)
     declared = {t["name"]: t["declared_hosts"] for t in status["tenants"]}
