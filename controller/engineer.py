@@ -73,7 +73,7 @@ class TeConfig:
     ack_priority: bool = True  # elephants' ACK streams ride the control class
     max_candidates: int = 16
     max_flows: int = 20_000  # tracked flows at most (rules and memory stay bounded)
-    new_flows_per_port: int = 200  # per second; above it a port stops being tracked ...
+    new_flows_per_port: int = 100  # per second; above it a port stops being tracked ...
     quiet_seconds: float = 10.0  # ... for this long (its traffic still flows)
 
 
