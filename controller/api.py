@@ -20,10 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.collectives import JobError, brief, describe, parse_job
 from controller.fabric import Fabric
+from controller.jobspec import JobError, brief, parse_job
 from controller.model import Messages
 from controller.policy.manager import PolicyManager
+from controller.view import FabricView
 
 Clock = Callable[[], float]
 MAX_BODY_BYTES = 1024 * 1024  # a 4,096-rank job is ~70 KB of JSON
@@ -49,7 +50,8 @@ class LoomApi:
         token: str | None = None,
         policy: PolicyManager | None = None,
     ) -> None:
-        self.fabric = fabric
+        self.fabric = fabric  # for changes only; reads go through the view
+        self.view = FabricView(fabric)
         self.clock = clock
         self.token = token
         self.policy = policy
@@ -105,27 +107,27 @@ class LoomApi:
 
     # -- fabric -------------------------------------------------------------------
     def health(self) -> Response:
-        t = self.fabric.topo
+        v = self.view
         return Response(
             200,
             {
-                "switches": len(t.switches),
-                "links": len(t.links),
-                "hosts": len(t.hosts),
-                "jobs": len(self.fabric.jobs),
-                "elephants": len(self.fabric.te.flows.elephants()),
+                "switches": len(v.switches),
+                "links": len(v.links),
+                "hosts": len(v.hosts),
+                "jobs": len(v.jobs),
+                "elephants": len(v.elephants()),
             },
         )
 
     def topology(self) -> Response:
-        return Response(200, self.fabric.describe())
+        return Response(200, self.view.describe())
 
     def host_routes(self, query: Mapping[str, str]) -> Response:
         mac = query.get("mac", "").lower()
-        host = self.fabric.topo.hosts.get(mac)
+        host = self.view.hosts.get(mac)
         if host is None:
             return error(404, f"unknown host MAC {brief(mac)}; expected a learned host's MAC")
-        hops = self.fabric.routes.ports.get(host.dpid, {})
+        hops = self.view.next_hops(host.dpid)
         return Response(
             200,
             {
@@ -136,12 +138,12 @@ class LoomApi:
 
     def flows(self) -> Response:
         """Tracked flows, largest first: rate, elephant or not, and the pinned path."""
-        f = self.fabric
-        peer = {(u, k): v for u, v, k in f.routes.graph.edges(keys=True)}
-        name = self._switch_name
+        v = self.view
+        peer = v.peers()
+        name = v.switch_name
         out = []
-        for flow in sorted(f.te.flows.flows.values(), key=lambda x: (-x.rate_bps, x.key)):
-            path = f.te.paths.get(flow.key)
+        for flow in sorted(v.flows.values(), key=lambda x: (-x.rate_bps, x.key)):
+            path = v.pinned_path(flow.key)
             switches = [name(flow.ingress)] + [name(peer[h]) for h in path or () if h in peer]
             out.append(
                 {
@@ -151,26 +153,19 @@ class LoomApi:
                     "ingress": name(flow.ingress),
                     "pinned": path is not None,
                     "path": switches if path is not None else None,
-                    "ack_priority": flow.key in f.te.acks,
+                    "ack_priority": v.ack_priority(flow.key),
                 }
             )
-        return Response(200, {"flows": out, "reroutes": dict(f.te.reroutes)})
-
-    def _switch_name(self, dpid: int) -> str:
-        switch = self.fabric.topo.switches.get(dpid)
-        return switch.name if switch else str(dpid)
+        return Response(200, {"flows": out, "reroutes": dict(v.reroutes)})
 
     # -- jobs -----------------------------------------------------------------------
-    def _describe(self, name: str) -> dict[str, Any]:
-        return describe(self.fabric.jobs[name], self.fabric.topo, self._switch_name)
-
     def list_jobs(self) -> Response:
-        return Response(200, {"jobs": [self._describe(n) for n in sorted(self.fabric.jobs)]})
+        return Response(200, {"jobs": [self.view.describe_job(n) for n in sorted(self.view.jobs)]})
 
     def show_job(self, name: str) -> Response:
-        if name not in self.fabric.jobs:
+        if name not in self.view.jobs:
             return error(404, f"no job named {brief(name)}")
-        return Response(200, self._describe(name))
+        return Response(200, self.view.describe_job(name))
 
     def create_job(self, body: bytes) -> Response:
         try:
@@ -178,7 +173,7 @@ class LoomApi:
             messages = self.fabric.create_job(self.clock(), spec)
         except JobError as exc:
             return error(409 if exc.conflict else 400, str(exc), field=exc.field)
-        return Response(201, self._describe(spec.name), messages)
+        return Response(201, self.view.describe_job(spec.name), messages)
 
     # -- policy ---------------------------------------------------------------------
     def show_policy(self) -> Response:

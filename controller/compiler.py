@@ -11,7 +11,7 @@ missing group (make-before-break): meters and groups first, flows, then removals
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 
 from controller.flows import IP_PROTO_TCP, IP_PROTO_UDP, FlowKey
 from controller.model import (
@@ -44,13 +44,11 @@ from controller.model import (
     cookie_kind,
     make_cookie,
 )
+from controller.owners import Owner, OwnerKind, Plan
+from controller.placement import Path
 from controller.qos import qos_rules
 from controller.routing import Routes, transit_port
-from controller.te import Path
 from controller.topology import Host
-
-Owner = tuple[str, Hashable]
-Plan = dict[int, SwitchRules]  # dpid -> rules of one owner
 
 PRIO_LLDP = 1000
 PRIO_ARP = 900
@@ -382,7 +380,7 @@ class RuleStore:
     def remove(self, owner: Owner) -> Messages:
         return self.replace(owner, {})
 
-    def owners(self, kind: str | None = None) -> list[Owner]:
+    def owners(self, kind: OwnerKind | None = None) -> list[Owner]:
         return sorted((o for o in self.parts if kind is None or o[0] == kind), key=repr)
 
     def forget_switch(self, dpid: int) -> None:

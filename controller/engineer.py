@@ -1,9 +1,11 @@
-"""Adaptive routing: track flows, find elephants, move them off congestion.
+"""Adaptive routing: track flows, find elephants, move them off congestion. The stateful
+half of traffic engineering (a plan source); the placement maths is pure, in
+``controller.placement``.
 
 The ``TrafficEngineer`` owns the tracked flows and where each elephant is pinned. Every
 ``te_interval`` it builds the placement problem from measurements (elephant demands by
 Hedera's estimator, link capacities, the load that is not elephants) and asks
-``controller.te.place`` for paths. A flow moves make-before-break: the new path's
+``controller.placement.place`` for paths. A flow moves make-before-break: the new path's
 transit pins go first, and its ingress rule switches one ``stage_delay`` later, when the
 path is ready; pins are never needed for delivery, because the default routes under
 them are always valid shortest paths. A moved flow is held for ``hold_down`` seconds.
@@ -21,8 +23,9 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from controller.compiler import Owner, Plan, flow_plan
+from controller.compiler import flow_plan
 from controller.flows import IP_PROTO_TCP, FlowKey, FlowTable, TrackedFlow
 from controller.model import (
     ETH_TYPE_IPV4,
@@ -33,13 +36,14 @@ from controller.model import (
     FlowRule,
     FlowStats,
     Match,
+    PortRef,
     SwitchRules,
     Table,
     cookie_kind,
     make_cookie,
 )
-from controller.routing import Routes
-from controller.te import (
+from controller.owners import Owner, OwnerKind, Plan, Plans
+from controller.placement import (
     Demand,
     NextPortCache,
     Path,
@@ -49,13 +53,16 @@ from controller.te import (
     valiant_choice,
     valiant_paths,
 )
+from controller.routing import Routes
 from controller.telemetry import Telemetry
 from controller.topology import Topology
 from controller.vocabulary import POLICIES
 
+if TYPE_CHECKING:
+    from controller.sources import PlanInputs
+
 log = logging.getLogger("loom.te")
 PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
-PortRef = tuple[int, int]
 Capacity = Callable[[PortRef], float]
 
 
@@ -84,10 +91,12 @@ class Staged:
 
 
 def owner_of(key: FlowKey) -> Owner:
-    return ("flow", key)
+    return (OwnerKind.FLOW, key)
 
 
 class TrafficEngineer:
+    kinds: tuple[OwnerKind, ...] = (OwnerKind.FLOW,)  # quiet ports expire on their own
+
     def __init__(
         self,
         config: TeConfig,
@@ -154,7 +163,7 @@ class TrafficEngineer:
         )
         rules = SwitchRules()
         rules.add_flow(rule)
-        return {("quiet", (dpid, port)): {dpid: rules}}
+        return {(OwnerKind.QUIET, (dpid, port)): {dpid: rules}}
 
     def counted(self, now: float, dpid: int, stats: list[FlowStats], capacity: Capacity) -> None:
         for s in stats:
@@ -183,7 +192,7 @@ class TrafficEngineer:
         for ref, until in list(self.quiet.items()):
             if now >= until:
                 del self.quiet[ref]
-                plans[("quiet", ref)] = {}
+                plans[(OwnerKind.QUIET, ref)] = {}
         for key, staged in sorted(self.staged.items()):
             if now >= staged.due:
                 plans[owner_of(key)] = staged.final
@@ -194,6 +203,9 @@ class TrafficEngineer:
             plans.update(self._engineer(now, topo, routes, telemetry, capacity))
             self.timings.append(("te", self.timer() - started))
         return plans
+
+    def plan_all(self, inputs: PlanInputs) -> Plans:
+        return self.replan_all(inputs.topo, inputs.routes)
 
     def replan_all(self, topo: Topology, routes: Routes) -> dict[Owner, Plan]:
         """After a topology change: keep pins whose paths survive, drop the others (the

@@ -12,28 +12,13 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from controller.arp import ArpService
-from controller.collectives import (
-    JobError,
-    JobSpec,
-    JobState,
-    brief,
-    job_plan,
-    parse_job,
-    place_job,
-)
-from controller.compiler import (
-    Owner,
-    Plan,
-    RuleStore,
-    base_plan,
-    destination_plan,
-    held_hosts,
-    union_plans,
-)
+from controller.compiler import RuleStore, held_hosts
 from controller.engineer import TeConfig, TrafficEngineer
+from controller.jobs import JobBook
+from controller.jobspec import JobSpec
 from controller.model import (
     COOKIE_BASE,
     COOKIE_MARK_MASK,
@@ -55,6 +40,7 @@ from controller.model import (
     PacketIn,
     PacketOut,
     PortDesc,
+    PortRef,
     PortStats,
     RawFrame,
     StatsKind,
@@ -64,26 +50,29 @@ from controller.model import (
     cookie_kind,
     merge,
 )
-from controller.protection import Protection, protect, protection_plans
+from controller.owners import OwnerKind, Plans
 from controller.qos import ack_marks
-from controller.routing import add_destination, compute_routes, empty_routes, infer_groups
+from controller.routing import compute_routes, empty_routes
+from controller.sources import (
+    BasePipeline,
+    Destinations,
+    FastFailover,
+    PlanInputs,
+    PlanSource,
+    TenantAdmission,
+)
+from controller.sync import SwitchSync
 from controller.telemetry import Telemetry
-from controller.tenants import TenantView, admit_plan
+from controller.tenants import TenantView
 from controller.topology import Topology
 
 if TYPE_CHECKING:
-    from controller.policy.schema import Job as PolicyJob
     from controller.policy.schema import Policy
 
 log = logging.getLogger("loom.fabric")
 
 
-def _spec_of(job: PolicyJob) -> JobSpec:
-    return parse_job(job.model_dump())
-
-
 DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
-REPAIR_BACKOFF = 5.0  # seconds between two repairs of one switch after rejections
 PROBES_PER_JOB = 64  # ARP probes a new job sends at once for hosts not heard from yet
 
 
@@ -102,7 +91,8 @@ class FabricConfig:
 
 
 class Fabric:
-    """``timer`` (e.g. ``time.perf_counter``) only measures planning time for metrics."""
+    """The conductor: turns each event into work for the plan sources and commits their
+    plans. ``timer`` (e.g. ``time.perf_counter``) only measures planning time."""
 
     def __init__(
         self, config: FabricConfig | None = None, timer: Callable[[], float] | None = None
@@ -112,27 +102,34 @@ class Fabric:
         self.timings: list[tuple[str, float]] = []
         self.topo = Topology()
         self.store = RuleStore()
+        self.sync = SwitchSync(self.config.settle_time)
         self.arp = ArpService(self.config.arp_probe_interval, self.config.arp_wait_timeout)
         self.routes = empty_routes()
         self.telemetry = Telemetry()
-        self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
-        self.jobs: dict[str, JobState] = {}
         self.tenants = TenantView.of(None)
-        self._tenants_before: dict[str, set[str]] = {}  # host MAC -> tenant it was admitted in
-        self._job_order = 0
+        self.base = BasePipeline(self.config.te.enabled, self.config.qos)
+        self.dests = Destinations()
+        self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
+        self.jobs = JobBook(self.config.qos)
+        self.admission = TenantAdmission()
+        self.failover = FastFailover(self.config.fast_failover)
+        # The order of a full re-plan; failover last, as it protects what routes use.
+        self.sources: tuple[PlanSource, ...] = (
+            self.base,
+            self.dests,
+            self.te,
+            self.jobs,
+            self.admission,
+            self.failover,
+        )
         self.events: Counter[str] = Counter()
         self._dirty = False
         self._next_lldp = 0.0
-        self._syncing: dict[int, float] = {}  # dpid -> when its contents were requested
-        self._adopted_at: dict[int, float] = {}  # dpid -> when what it held was adopted
-        self._holding: set[int] = set()  # switches kept on what they held until relearned
-        self._repaired_at: dict[int, float] = {}  # dpid -> when a rejection last re-read it
-        self._last_change = 0.0  # last time the routed graph changed
-        self._protected = Protection()  # where failover groups stand
-        self._tunnel_links: set[tuple[int, int]] = set()  # every link seen: stable tunnel ids
         self._next_poll = 0.0
-        self._planned_at: dict[str, int] = {}  # host MAC -> destination switch it is routed to
-        self._routed_macs: dict[int, set[str]] = {}
+        self._last_change = 0.0  # last time the routed graph changed
+
+    def inputs(self) -> PlanInputs:
+        return PlanInputs(self.topo, self.routes, self.tenants, self.capacity)
 
     # -- switch lifecycle -----------------------------------------------------
     def switch_up(self, now: float, dpid: int, ports: list[PortDesc]) -> Messages:
@@ -141,35 +138,22 @@ class Fabric:
         self.events["switch_up"] += 1
         self.topo.add_switch(dpid, ports)
         self.telemetry.forget_switch(dpid)
-        self._repaired_at.pop(dpid, None)
+        self.sync.connected(dpid)
         out = self._read_back(now, dpid)
         merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
         return out
 
     def _read_back(self, now: float, dpid: int) -> Messages:
-        """Ask a switch for everything it holds; nothing is planned for it until the
-        answer is in (``switch_state``)."""
         self.store.forget_switch(dpid)
-        self._syncing[dpid] = now
-        self._adopted_at.pop(dpid, None)
-        self._holding.discard(dpid)
-        reads: list[Message] = [
-            StatsRequest(kind, sync=True)
-            for kind in (StatsKind.FLOW, StatsKind.GROUP_DESC, StatsKind.METER_CONFIG)
-        ]
-        return {dpid: reads}
+        return {dpid: self.sync.read_back(now, dpid)}
 
     def rejected(self, now: float, dpid: int) -> Messages:
         """A switch refused a message (OFPT_ERROR): what Loom believes it holds is now
         wrong. Read it back and send the differences, as after a reconnect, but keep
-        routing it meanwhile (no holding). At most once per ``REPAIR_BACKOFF`` seconds
-        per switch, so a rule the switch can never accept does not loop."""
+        routing it meanwhile (see ``controller.sync``)."""
         self.events["switch_rejected"] += 1
-        if dpid not in self.topo.switches or dpid in self._syncing:
+        if dpid not in self.topo.switches or not self.sync.may_repair(now, dpid):
             return {}
-        if now - self._repaired_at.get(dpid, -REPAIR_BACKOFF) < REPAIR_BACKOFF:
-            return {}
-        self._repaired_at[dpid] = now
         self.events["switch_repaired"] += 1
         log.warning("switch %016x rejected a message: reading it back to repair it", dpid)
         return self._read_back(now, dpid)
@@ -183,24 +167,11 @@ class Fabric:
         meters: list[MeterRule],
     ) -> Messages:
         """What a (re)connected switch holds: adopt it, recover its hosts from their
-        delivery rules, then send only the differences. Rules no plan claims are removed
-        once the fabric has been relearned (``settle``)."""
-        if dpid not in self._syncing or dpid not in self.topo.switches:
+        delivery rules, then send only the differences."""
+        if not self.sync.awaited(dpid) or dpid not in self.topo.switches:
             return {}
-        del self._syncing[dpid]
-        held = SwitchRules()
-        for rule in flows:
-            if cookie_kind(rule.cookie) is not None:  # Loom's own; others are left alone
-                held.add_flow(rule)
-        for group in groups:
-            held.add_group(group)
-        for meter in meters:
-            held.meters[meter.meter_id] = meter
+        held = self.sync.adopt(now, dpid, flows, groups, meters)
         self.store.adopt(dpid, held)
-        self._adopted_at[dpid] = now
-        repairing = dpid in self._repaired_at
-        if held.flows and not repairing:  # it forwards on its own: no half-relearned plan
-            self._holding.add(dpid)
         self._recover_hosts(now, dpid, held)
         self.events["switch_adopted"] += 1
         return self._replan_all(now)
@@ -219,7 +190,7 @@ class Fabric:
     def switch_down(self, now: float, dpid: int) -> Messages:
         self.events["switch_down"] += 1
         self.topo.remove_switch(dpid)
-        self._holding.discard(dpid)
+        self.sync.disconnected(dpid)
         self.store.forget_switch(dpid)
         self.telemetry.forget_switch(dpid)
         self.te.forget_switch(dpid)
@@ -271,6 +242,28 @@ class Fabric:
         self.events["undecodable_in"] += 1
         return {}
 
+    def _route_miss(self, pkt: PacketIn, frame: EthFrame) -> Messages:
+        """A packet that beat its route to a switch: re-inject it once the route exists.
+        Between tenants there is no route on purpose: such packets are dropped here."""
+        src, dst = self.topo.hosts.get(frame.eth_src), self.topo.hosts.get(frame.eth_dst)
+        from_edge = not self.topo.is_fabric_port((pkt.dpid, pkt.in_port))
+        crossing = src is None or dst is None or src.tenant != dst.tenant
+        if self.tenants.enforcing and from_edge and crossing:
+            self.events["isolation_dropped"] += 1
+            return {}
+        dest = self.dests.routed_to(frame.eth_dst)
+        owner = (OwnerKind.DEST, dest)
+        rules = self.store.parts.get(owner, {}).get(pkt.dpid) if dest is not None else None
+        if (
+            not pkt.data
+            or rules is None
+            or not any(r.match.get("eth_dst") == frame.eth_dst for r in rules.flows.values())
+        ):
+            self.events["route_miss_dropped"] += 1
+            return {}
+        self.events["route_miss_reinjected"] += 1
+        return {pkt.dpid: [PacketOut(pkt.in_port, (Output(OFPP_TABLE),), RawFrame(pkt.data))]}
+
     # -- counters ---------------------------------------------------------------
     def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> Messages:
         """Counters of ports the switch has (made-up port numbers: counted, dropped)."""
@@ -282,46 +275,20 @@ class Fabric:
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
         self.te.counted(now, dpid, stats, self.capacity)
-        by_ident = {job.spec.ident: job for job in self.jobs.values()}
-        for s in stats:
-            if cookie_kind(s.cookie) is CookieKind.JOB and s.match.get("in_port") is not None:
-                job = by_ident.get(s.cookie & 0xFFFF_FFFF)
-                if job is not None:
-                    job.bytes_by_rule[(dpid, s.match)] = s.bytes
+        self.jobs.counted(dpid, stats)
         return {}
 
     def group_stats(self, now: float, dpid: int, stats: list[GroupStats]) -> Messages:
         self.telemetry.group_stats(now, dpid, stats)
         return {}
 
-    def capacity(self, ref: tuple[int, int]) -> float:
+    def capacity(self, ref: PortRef) -> float:
         """Bits/s of a port: the configured link capacity, else what the switch reports."""
         if self.config.link_capacity_mbps:
             return self.config.link_capacity_mbps * 1e6
         switch = self.topo.switches.get(ref[0])
         desc = switch.ports.get(ref[1]) if switch else None
         return desc.speed_kbps * 1e3 if desc and desc.speed_kbps else DEFAULT_CAPACITY_BPS
-
-    def _route_miss(self, pkt: PacketIn, frame: EthFrame) -> Messages:
-        """A packet that beat its route to a switch: re-inject it once the route exists.
-        Between tenants there is no route on purpose: such packets are dropped here."""
-        src, dst = self.topo.hosts.get(frame.eth_src), self.topo.hosts.get(frame.eth_dst)
-        from_edge = not self.topo.is_fabric_port((pkt.dpid, pkt.in_port))
-        crossing = src is None or dst is None or src.tenant != dst.tenant
-        if self.tenants.enforcing and from_edge and crossing:
-            self.events["isolation_dropped"] += 1
-            return {}
-        dest = self._planned_at.get(frame.eth_dst)
-        rules = self.store.parts.get(("dest", dest), {}).get(pkt.dpid) if dest is not None else None
-        if (
-            not pkt.data
-            or rules is None
-            or not any(r.match.get("eth_dst") == frame.eth_dst for r in rules.flows.values())
-        ):
-            self.events["route_miss_dropped"] += 1
-            return {}
-        self.events["route_miss_reinjected"] += 1
-        return {pkt.dpid: [PacketOut(pkt.in_port, (Output(OFPP_TABLE),), RawFrame(pkt.data))]}
 
     # -- time -----------------------------------------------------------------
     def tick(self, now: float) -> Messages:
@@ -358,18 +325,9 @@ class Fabric:
         """Switches read back after a (re)connect, once discovery has been quiet: those
         held on their old rules get plans for the whole relearned fabric (so a restart
         rewrites nothing that was right), then what no plan claimed is removed."""
-        settle = self.config.settle_time
-        settled = [
-            dpid
-            for dpid, adopted in sorted(self._adopted_at.items())
-            if now - adopted >= settle and now - self._last_change >= settle / 2
-        ]
-        out: Messages = {}
-        if self._holding & set(settled):
-            self._holding -= set(settled)
-            out = self._replan_all(now)
+        settled, unheld = self.sync.settled(now, self._last_change)
+        out = self._replan_all(now) if unheld else {}
         for dpid in settled:
-            del self._adopted_at[dpid]
             if dpid in self.store.adopted:
                 merge(out, {dpid: self.store.release(dpid)})
         return out
@@ -379,7 +337,7 @@ class Fabric:
         rules (tracked flows, jobs) where flows or jobs enter."""
         flows = StatsRequest(StatsKind.FLOW, Table.PIN, COOKIE_BASE, COOKIE_MARK_MASK)
         ingresses = {f.ingress for f in self.te.flows.flows.values()}
-        members = {ip for job in self.jobs.values() for ip in job.spec.hosts}
+        members = self.jobs.members()
         ingresses |= {h.dpid for h in self.topo.hosts.values() if h.ip in members}
         out: Messages = {}
         for dpid in sorted(self.topo.switches):
@@ -390,75 +348,20 @@ class Fabric:
         return out
 
     # -- planning -------------------------------------------------------------
-    def _base_plan(self, dpid: int) -> Plan:
-        fabric_ports = [p for d, p in self.topo.fabric_ports if d == dpid]
-        catch, admit_all = self.config.te.enabled, not self.tenants.enforcing
-        edges = self.topo.edge_ports(dpid)
-        rules = base_plan(dpid, fabric_ports, catch, self.config.qos, admit_all, edges)
-        return {dpid: rules}
-
-    def _replan_base(self, dpid: int) -> Messages:
-        return self._commit({("base", dpid): self._base_plan(dpid)})
-
-    def _dest_plan(self, dest: int) -> Plan:
-        if dest not in self.routes.ports:
-            add_destination(self.routes, dest)
-        hosts = self.topo.hosts_at(dest)
-        switches = sorted(self.topo.switches)
-        return destination_plan(
-            dest, hosts, self.routes, switches, lambda h: self.tenants.id_of(h.tenant)
-        )
-
-    def _tenant_plans(self, names: set[str]) -> dict[Owner, Plan]:
-        """ADMIT rules and meters of the named tenants' learned hosts (none when open)."""
-        if not self.tenants.enforcing:
-            return {}
-        plans: dict[Owner, Plan] = {}
-        for name in sorted(names):
-            members = sorted(
-                (h for h in self.topo.hosts.values() if h.tenant == name), key=lambda h: h.mac
-            )
-            plans[("tenant", name)] = admit_plan(self.tenants, name, members)
-        return plans
-
-    def _commit(self, plans: dict[Owner, Plan]) -> Messages:
+    def _commit(self, plans: Plans) -> Messages:
         """Apply plans computed in full beforehand: an error while planning leaves what
         was sent and what the store believes in agreement."""
         out: Messages = {}
-        staged = {o: self._ready(o, p) for o, p in plans.items()}
-        # Failover groups are what routes point at: add them before, remove them after.
-        for owner, plan in staged.items():
-            if owner[0] == "protect":
-                merge(
-                    out,
-                    self.store.replace(owner, union_plans(self.store.parts.get(owner, {}), plan)),
-                )
+        staged = {o: self.sync.writable(self.failover.guard(o, p)) for o, p in plans.items()}
+        for owner, plan in staged.items():  # failover groups first: routes point at them
+            first = self.failover.before_routes(owner, plan, self.store.parts.get(owner, {}))
+            if first is not None:
+                merge(out, self.store.replace(owner, first))
         for owner, plan in staged.items():
             merge(out, self.store.replace(owner, plan))
-            if owner[0] == "dest" and isinstance(owner[1], int):
-                self._note_routed(owner[1], bool(plan))
+            if owner[0] is OwnerKind.DEST and isinstance(owner[1], int):
+                self.dests.committed(self.topo, owner[1], bool(plan))
         return out
-
-    def _ready(self, owner: Owner, plan: Plan) -> Plan:
-        if owner[0] in ("dest", "flow", "job") and self._protected:
-            plan = protect(plan, self._protected)
-        if self._syncing or self._holding:  # not read yet, or kept on what it holds
-            plan = {
-                dpid: rules
-                for dpid, rules in plan.items()
-                if dpid not in self._syncing and dpid not in self._holding
-            }
-        return plan
-
-    def _note_routed(self, dest: int, planned: bool) -> None:
-        """Track which switch each host MAC is routed to (for moves and route misses)."""
-        for mac in self._routed_macs.pop(dest, set()):
-            if self._planned_at.get(mac) == dest:
-                del self._planned_at[mac]
-        if planned:
-            macs = {h.mac for h in self.topo.hosts_at(dest)}
-            self._routed_macs[dest] = macs
-            self._planned_at.update((mac, dest) for mac in macs)
 
     def drain_timings(self) -> list[tuple[str, float]]:
         """Planning durations since the last call, as (kind, seconds)."""
@@ -467,28 +370,22 @@ class Fabric:
         return out
 
     def _replan_all(self, now: float) -> Messages:
+        """Every source plans from fresh routes; owners no source claims any more go."""
         self._dirty = False
         self._last_change = max(self._last_change, now)
         self.events["replan_all"] += 1
         started = self.timer()
         dests = sorted({h.dpid for h in self.topo.hosts.values()})
         self.routes = compute_routes(self.topo.graph(), dests)
-        plans: dict[Owner, Plan] = {
-            ("base", d): self._base_plan(d) for d in sorted(self.topo.switches)
-        }
-        plans.update((("dest", d), self._dest_plan(d)) for d in dests)
-        plans.update(self.te.replan_all(self.topo, self.routes))
-        plans.update(self._job_plans(list(self.jobs)))
-        plans.update(self._tenant_plans({h.tenant for h in self.topo.hosts.values()}))
-        self._protected = Protection()
-        if self.config.fast_failover:
-            self._tunnel_links.update((u, k) for u, _, k in self.routes.graph.edges(keys=True))
-            detours, self._protected = protection_plans(self.routes.graph, self._tunnel_links)
-            plans.update((("protect", dpid), plan) for dpid, plan in detours.items())
+        inputs = self.inputs()
+        plans: Plans = {}
+        for source in self.sources:
+            plans.update(source.plan_all(inputs))
         self.timings.append(("routes", self.timer() - started))
-        for kind in ("base", "dest", "flow", "job", "tenant", "protect"):  # "quiet" expires alone
-            for owner in self.store.owners(kind):
-                plans.setdefault(owner, {})  # gone: switches, hosts, flows, jobs, tenants
+        for source in self.sources:
+            for kind in source.kinds:
+                for owner in self.store.owners(kind):
+                    plans.setdefault(owner, {})
         return self._commit(plans)
 
     def _replan_host(self, now: float, mac: str) -> Messages:
@@ -496,19 +393,12 @@ class Fabric:
         self.events["host_changed"] += 1
         if self._dirty:  # routes are stale: plan everything on the fresh graph
             return self._replan_all(now)
-        host = self.topo.hosts[mac]
-        plans: dict[Owner, Plan] = {("dest", host.dpid): self._dest_plan(host.dpid)}
-        plans.update(self._tenant_plans({host.tenant} | self._tenants_before.get(mac, set())))
-        self._tenants_before[mac] = {host.tenant}
-        left = self._planned_at.get(mac)
-        if left is not None and left != host.dpid:
-            plans[("dest", left)] = self._dest_plan(left) if self.topo.hosts_at(left) else {}
-        waiting = [
-            n
-            for n, j in self.jobs.items()
-            if host.ip in j.missing or (host.ip in j.spec.hosts and left)
-        ]
-        plans.update(self._job_plans(waiting))
+        host, inputs = self.topo.hosts[mac], self.inputs()
+        moved = bool(self.dests.routed_to(mac))
+        plans = self.dests.host_moved(inputs, host)
+        plans.update(self.admission.host_moved(inputs, host))
+        waiting = self.jobs.waiting_for(host.ip, moved) if host.ip else []
+        plans.update(self.jobs.plan(inputs, waiting))
         return self._commit(plans)
 
     # -- tenants ------------------------------------------------------------------
@@ -522,81 +412,30 @@ class Fabric:
                 del self.topo.hosts[host.mac]  # no longer admitted: its routes go too
             elif tenant != host.tenant:
                 self.topo.hosts[host.mac] = replace(host, tenant=tenant)
-        wanted = {j.name: j for j in policy.jobs} if policy else {}
-        for name, job in list(self.jobs.items()):
-            if job.source == "policy" and (
-                name not in wanted or _spec_of(wanted[name]) != job.spec
-            ):
-                del self.jobs[name]
-        for name, declared in wanted.items():
-            if name not in self.jobs:
-                self._job_order += 1
-                self.jobs[name] = JobState(_spec_of(declared), self._job_order, source="policy")
+        self.jobs.declare({j.name: j.spec() for j in policy.jobs} if policy else {})
         self.events["policy_applied"] += 1
         return self._replan_all(now)
-
-    def _check_job_tenant(self, spec: JobSpec) -> None:
-        if not self.tenants.enforcing:
-            return
-        if spec.tenant not in self.tenants.ids:
-            known = ", ".join(sorted(self.tenants.ids)) or "(none)"
-            raise JobError("tenant", f"unknown tenant {spec.tenant!r}; expected one of {known}")
-        for i, ip in enumerate(spec.hosts):
-            if self.tenants.tenant_of_ip(ip) != spec.tenant:
-                raise JobError(f"hosts[{i}]", f"{ip} is not a host of tenant {spec.tenant!r}")
-        if spec.traffic_class not in self.tenants.classes_of(spec.tenant):
-            raise JobError(
-                "traffic_class", f"tenant {spec.tenant!r} may not use {spec.traffic_class!r}"
-            )
 
     # -- jobs -------------------------------------------------------------------
     def create_job(self, now: float, spec: JobSpec) -> Messages:
         """Register a collective job: place and install its paths before its first byte.
         Up to ``PROBES_PER_JOB`` of its hosts not heard from yet are asked for at once
         (each probe floods every edge port); the others are found when they speak."""
-        self._check_job_tenant(spec)
-        if spec.name in self.jobs:
-            raise JobError("name", f"a job named {spec.name!r} exists; delete it first", True)
-        mine = {pair for pair, _ in spec.pairs()}
-        for other in self.jobs.values():
-            shared = sorted(mine & {pair for pair, _ in other.spec.pairs()})
-            if shared:
-                raise JobError(
-                    "hosts",
-                    f"{shared[0][0]} -> {shared[0][1]} already belongs to job {other.spec.name!r}",
-                    True,
-                )
-        self._job_order += 1
-        self.jobs[spec.name] = JobState(spec, self._job_order)
+        self.jobs.check(spec, self.tenants)
+        job = self.jobs.add(spec)
         try:
-            plans = self._job_plans([spec.name])
+            plans = self.jobs.plan(self.inputs(), [spec.name])
         except Exception:  # nothing was committed: the job must not stay half registered
-            del self.jobs[spec.name]
+            self.jobs.remove(spec.name)
             raise
         out = self._commit(plans)
-        for ip in self.jobs[spec.name].missing[:PROBES_PER_JOB]:
+        for ip in job.missing[:PROBES_PER_JOB]:
             merge(out, self.arp.probe(now, self.topo, ip))
         return out
 
     def delete_job(self, name: str) -> Messages:
-        if self.jobs.pop(name, None) is None:
-            raise JobError("name", f"no job named {brief(name)}")
-        return self.store.remove(("job", name))
-
-    def _job_plans(self, names: list[str]) -> dict[Owner, Plan]:
-        """(Re)place the named jobs in creation order, each seeing the load of the jobs
-        placed before it, and build their rules."""
-        load: dict[tuple[int, int], float] = {}
-        plans: dict[Owner, Plan] = {}
-        for job in sorted(self.jobs.values(), key=lambda j: j.order):
-            if job.spec.name in names:
-                place_job(job, self.topo, self.routes, self.capacity, load)
-                plans[("job", job.spec.name)] = job_plan(
-                    job, self.topo, self.routes, self.config.qos
-                )
-            for link, rate in job.link_load().items():
-                load[link] = load.get(link, 0.0) + rate
-        return plans
+        self.jobs.remove(name)
+        return self.store.remove(self.jobs.owner(name))
 
     def _lldp_for(self, dpid: int, ports: list[int]) -> Messages:
         msgs = [
@@ -605,18 +444,3 @@ class Fabric:
             if p <= MAX_PHYSICAL_PORT
         ]
         return {dpid: list(msgs)} if msgs else {}
-
-    # -- views ----------------------------------------------------------------
-    def describe(self) -> dict[str, Any]:
-        """The learned fabric as plain data (for the API, logs and the demo)."""
-        links = sorted((link.src, link.dst) for link in self.topo.links.values())
-        groups = infer_groups(self.topo.graph())  # of the links above, not of the last plan
-        return {
-            "switches": sorted(self.topo.switches),
-            "links": [{"src": list(s), "dst": list(d)} for s, d in links],
-            "hosts": [
-                {"mac": h.mac, "ip": h.ip, "dpid": h.dpid, "port": h.port}
-                for h in sorted(self.topo.hosts.values(), key=lambda h: (h.dpid, h.port, h.mac))
-            ],
-            "groups": None if groups is None else len(set(groups.values())),
-        }

@@ -8,7 +8,7 @@ labelled by name (an OVS bridge's name, else the dpid in hex) and ports by numbe
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 from controller.fabric import Fabric
 from controller.policy.manager import PolicyStatus
 from controller.telemetry import imbalance
+from controller.view import FabricView
 
 
 @dataclass(frozen=True)
@@ -201,8 +202,8 @@ class ShimCounts:
 class FabricCollector(Collector):
     """Reads the core's state when Prometheus scrapes."""
 
-    def __init__(self, fabric: Fabric, policy: PolicyStatus, shim: ShimCounts) -> None:
-        self.fabric = fabric
+    def __init__(self, view: FabricView, policy: PolicyStatus, shim: ShimCounts) -> None:
+        self.view = view
         self.policy = policy
         self.shim = shim
 
@@ -213,7 +214,7 @@ class FabricCollector(Collector):
         return cls(base, doc.help, labels=list(doc.labels))
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        f = self.fabric
+        events = self.view.events
         yield from self._inventory()
         yield from self._links()
         yield from self._ports()
@@ -221,26 +222,28 @@ class FabricCollector(Collector):
         yield from self._flows()
         yield from self._jobs()
         yield from self._policy()
-        events = self._family("loom_packet_in_total")
+        packet_ins = self._family("loom_packet_in_total")
         per_kind: dict[str, float] = {}
         for event, kind in PACKET_IN_KINDS.items():
-            per_kind[kind] = per_kind.get(kind, 0.0) + f.events.get(event, 0)
+            per_kind[kind] = per_kind.get(kind, 0.0) + events.get(event, 0)
         for kind, value in sorted(per_kind.items()):
-            events.add_metric([kind], value)
-        yield events
+            packet_ins.add_metric([kind], value)
+        yield packet_ins
         for name, event in (
             ("loom_switch_rejections_total", "switch_rejected"),
             ("loom_switch_repairs_total", "switch_repaired"),
             ("loom_hosts_recovered_total", "host_recovered"),
         ):
             family = self._family(name)
-            family.add_metric([], f.events.get(event, 0))
+            family.add_metric([], events.get(event, 0))
             yield family
-        yield from self._refused()
+        yield from self._refused(events)
 
-    def _refused(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def _refused(
+        self, events: Mapping[str, int]
+    ) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         dropped = self._family("loom_input_dropped_total")
-        counts = Counter({CORE_DROPS[e]: self.fabric.events.get(e, 0) for e in CORE_DROPS})
+        counts = Counter({CORE_DROPS[e]: events.get(e, 0) for e in CORE_DROPS})
         counts.update(self.shim.dropped)
         for reason, n in sorted(counts.items()):
             dropped.add_metric([reason], n)
@@ -250,11 +253,11 @@ class FabricCollector(Collector):
         yield from (dropped, errors)
 
     def _name(self, dpid: int) -> str:
-        switch = self.fabric.topo.switches.get(dpid)
+        switch = self.view.switches.get(dpid)
         return switch.name if switch else f"{dpid:016x}"
 
     def _inventory(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        topo = self.fabric.topo
+        topo = self.view
         for name, value in (
             ("loom_switches_up", len(topo.switches)),
             ("loom_links_up", len(topo.links)),
@@ -265,7 +268,7 @@ class FabricCollector(Collector):
             yield fam
 
     def _links(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        f = self.fabric
+        v = self.view
         cap, load, util = (
             self._family(n)
             for n in (
@@ -274,9 +277,9 @@ class FabricCollector(Collector):
                 "loom_link_utilization_ratio",
             )
         )
-        for src, link in sorted(f.topo.links.items()):
+        for src, link in sorted(v.links.items()):
             labels = [self._name(src[0]), str(src[1]), self._name(link.dst[0]), str(link.dst[1])]
-            c, bps = f.capacity(src), f.telemetry.tx_bps(src)
+            c, bps = v.capacity(src), v.tx_bps(src)
             cap.add_metric(labels, c)
             load.add_metric(labels, bps)
             util.add_metric(labels, bps / c if c else 0.0)
@@ -293,7 +296,7 @@ class FabricCollector(Collector):
             ("receive_errors", "rx_errors"),
             ("transmit_errors", "tx_errors"),
         )
-        samples = sorted(self.fabric.telemetry.ports.items())
+        samples = sorted(self.view.port_samples.items())
         for metric, attr in fields:
             fam = self._family(f"loom_port_{metric}_total")
             for (dpid, port), sample in samples:
@@ -306,7 +309,7 @@ class FabricCollector(Collector):
             self._family("loom_group_bucket_bytes_total"),
         )
         skew = self._family("loom_group_imbalance_ratio")
-        for (dpid, gid), sample in sorted(self.fabric.telemetry.groups.items()):
+        for (dpid, gid), sample in sorted(self.view.group_samples.items()):
             name = self._name(dpid)
             for i, (p, b) in enumerate(
                 zip(sample.stats.bucket_packets, sample.stats.bucket_bytes, strict=True)
@@ -317,32 +320,36 @@ class FabricCollector(Collector):
         yield from (pkts, byts, skew)
 
     def _flows(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        te = self.fabric.te
+        v = self.view
         tracked, elephants = self._family("loom_flows_tracked"), self._family("loom_elephant_flows")
-        tracked.add_metric([], len(te.flows.flows))
-        big = te.flows.elephants()
+        tracked.add_metric([], len(v.flows))
+        big = v.elephants()
         elephants.add_metric([], len(big))
         rates = self._family("loom_elephant_flow_bits_per_second")
         for flow in big:
             rates.add_metric(
-                [str(flow.key), self._name(flow.ingress), str(flow.key in te.paths).lower()],
+                [
+                    str(flow.key),
+                    self._name(flow.ingress),
+                    str(v.pinned_path(flow.key) is not None).lower(),
+                ],
                 flow.rate_bps,
             )
         reroutes = self._family("loom_reroutes_total")
         for reason in ("new_elephant", "congestion", "link_down"):
-            reroutes.add_metric([reason], te.reroutes.get(reason, 0))
+            reroutes.add_metric([reason], v.reroutes.get(reason, 0))
         peak = self._family("loom_te_max_link_utilization_ratio")
-        peak.add_metric([], te.last_max_utilization)
+        peak.add_metric([], v.max_link_utilization)
         yield from (tracked, elephants, rates, reroutes, peak)
 
     def _jobs(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        f = self.fabric
+        v = self.view
         count, per_job = self._family("loom_jobs"), self._family("loom_job_bytes_total")
         per_tenant, on_link = (
             self._family("loom_tenant_bytes_total"),
             self._family("loom_job_link_pairs"),
         )
-        jobs = sorted(f.jobs.values(), key=lambda j: j.spec.name)
+        jobs = sorted(v.jobs.values(), key=lambda j: j.spec.name)
         active = sum(1 for j in jobs if j.placed)
         count.add_metric(["active"], active)
         count.add_metric(["waiting"], len(jobs) - active)
@@ -355,7 +362,7 @@ class FabricCollector(Collector):
                 for hop in path:
                     pairs[hop] = pairs.get(hop, 0) + 1
             for src, n in sorted(pairs.items()):
-                seen = f.topo.links.get(src)
+                seen = v.links.get(src)
                 if seen is not None:
                     labels = [
                         self._name(src[0]),
@@ -378,11 +385,12 @@ class FabricCollector(Collector):
         reloads.add_metric(["rejected"], st.reloads_failed)
         last_ok.add_metric([], 1.0 if st.ok else 0.0)
         paused = self._family("loom_flow_tracking_paused_total")
-        paused.add_metric([], self.fabric.te.events.get("ports_quieted", 0))
+        events = self.view.events
+        paused.add_metric([], events.get("te.ports_quieted", 0))
         yield paused
         dropped = self._family("loom_isolation_drops_total")
-        dropped.add_metric(["arp"], self.fabric.arp.rejected)
-        dropped.add_metric(["route"], self.fabric.events.get("isolation_dropped", 0))
+        dropped.add_metric(["arp"], events.get("arp.rejected", 0))
+        dropped.add_metric(["route"], events.get("isolation_dropped", 0))
         yield from (reloads, last_ok, dropped)
 
 
@@ -406,7 +414,8 @@ class LoomMetrics:
     ) -> None:
         self.registry = registry or CollectorRegistry()
         self.shim = shim or ShimCounts()
-        self.registry.register(FabricCollector(fabric, policy or PolicyStatus(None), self.shim))
+        view = FabricView(fabric)
+        self.registry.register(FabricCollector(view, policy or PolicyStatus(None), self.shim))
         self.path_seconds = self._histogram("loom_path_computation_seconds", BUCKETS)
         self.handling = self._histogram("loom_event_handling_seconds", BUCKETS)
         self.reroute = self._histogram("loom_reroute_latency_seconds", REROUTE_BUCKETS)

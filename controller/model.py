@@ -91,6 +91,7 @@ def cookie_kind(cookie: int) -> CookieKind | None:
 # Matches and actions
 # ---------------------------------------------------------------------------
 
+PortRef = tuple[int, int]  # (dpid, port_no)
 MatchValue = int | str | tuple[int, int] | tuple[str, str]
 
 

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from controller.compiler import Plan
 from controller.model import (
     META_FROM_FABRIC,
     OFPP_IN_PORT,
@@ -39,6 +38,7 @@ from controller.model import (
     Table,
     make_cookie,
 )
+from controller.owners import Plan
 
 PROTECT_BASE = 0x4000_0000
 UTURN_BASE = 0x5000_0000

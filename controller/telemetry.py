@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.model import GroupStats, PortStats
-
-PortRef = tuple[int, int]
+from controller.model import GroupStats, PortRef, PortStats
 
 
 @dataclass

@@ -12,9 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from controller.model import MAX_PHYSICAL_PORT, OFPP_LOCAL, PortDesc
-
-PortRef = tuple[int, int]  # (dpid, port_no)
+from controller.model import MAX_PHYSICAL_PORT, OFPP_LOCAL, PortDesc, PortRef
 
 
 @dataclass(frozen=True)

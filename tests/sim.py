@@ -32,6 +32,7 @@ from controller.model import (
 )
 from controller.ofp import decode, encode, frames
 from controller.ofp.compat import ofp, parser
+from controller.view import FabricView
 from tests.fakefabric import FakeFabric
 from tests.fakefabric.fields import normalize_packet, packet_from_bytes
 from tests.fakefabric.model import Trace
@@ -69,6 +70,11 @@ def fields_to_arp(pkt: dict[str, Any]) -> ArpFrame:
 
 
 class LoomSim:
+    @property
+    def view(self) -> FabricView:
+        """What black-box tests read of the core (of the current one, after a restart)."""
+        return FabricView(self.core)
+
     def __init__(self, graph: nx.MultiGraph, config: FabricConfig | None = None) -> None:
         self.graph = graph
         self.fake = FakeFabric(graph)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from controller.policy import bounded_yaml
 from controller.policy.schema import Policy
@@ -201,13 +201,14 @@ def _issue(file: str, lines: _Lines, err: Any) -> PolicyIssue:
 
 def _allowed_keys(loc: Loc) -> str:
     """The keys the entry holding the unknown key ``loc[-1]`` may have."""
+    from controller import jobspec
     from controller.policy import schema
 
-    models: dict[str, type[schema.Strict]] = {
+    models: dict[str, type[BaseModel]] = {
         "fabric": schema.FabricSettings,
         "tenants": schema.Tenant,
         "hosts": schema.HostEntry,
-        "jobs": schema.Job,
+        "jobs": jobspec.Job,
         "queues": schema.Queues,
     }
     context = [p for p in loc[:-1] if isinstance(p, str)]

@@ -14,8 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from controller.jobspec import Job
 from controller.qos import CLASSES
-from controller.vocabulary import DIRECTIONS, NAME_RE, PATTERNS, POLICIES
+from controller.vocabulary import NAME_RE, POLICIES
 
 MAX_MBPS = 10_000_000  # 10 Tbit/s: anything above is a typo
 MAC_RE = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
@@ -92,31 +93,6 @@ class Tenant(Strict):
                 raise ValueError(
                     f"{name!r} is not a traffic class; expected one of {', '.join(CLASSES)}"
                 )
-        return v
-
-
-class Job(Strict):
-    name: str
-    tenant: str
-    hosts: list[str] = Field(min_length=2)
-    pattern: str = "ring"
-    traffic_class: str = "collective"
-    ring_direction: str = "forward"
-
-    @field_validator("pattern")
-    @classmethod
-    def _pattern(cls, v: str) -> str:
-        if v not in PATTERNS:
-            raise ValueError(
-                f"{v!r} is not a pattern; expected one of {', '.join(sorted(PATTERNS))}"
-            )
-        return v
-
-    @field_validator("ring_direction")
-    @classmethod
-    def _direction(cls, v: str) -> str:
-        if v not in DIRECTIONS:
-            raise ValueError(f"{v!r}; expected one of {', '.join(DIRECTIONS)}")
         return v
 
 

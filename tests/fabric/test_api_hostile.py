@@ -9,9 +9,9 @@ import time
 import pytest
 
 from controller.api import MAX_BODY_BYTES, LoomApi, Response
-from controller.collectives import MAX_ALL_TO_ALL_RANKS, MAX_RANKS
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
+from controller.jobspec import MAX_ALL_TO_ALL_RANKS, MAX_RANKS
 from tests.sim import LoomSim
 from topologies import fat_tree
 
@@ -29,12 +29,12 @@ def rules(sim: LoomSim) -> int:
 
 
 def post(sim: LoomSim, body: bytes, auth: str = f"Bearer {TOKEN}") -> Response:
-    before = (dict(sim.core.jobs), rules(sim))
+    before = (dict(sim.view.jobs), rules(sim))
     started = time.perf_counter()
     res = LoomApi(sim.core, lambda: sim.now, TOKEN).handle("POST", "/loom/v1/jobs", {}, body, auth)
     assert time.perf_counter() - started < 1.0
     assert 400 <= res.status < 500 and res.messages == {}, res.body
-    assert (dict(sim.core.jobs), rules(sim)) == before
+    assert (dict(sim.view.jobs), rules(sim)) == before
     json.dumps(res.body)  # answerable as JSON, whatever it echoes
     return res
 

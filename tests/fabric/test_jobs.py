@@ -183,7 +183,7 @@ def test_counters_are_polled_where_every_job_member_sends(sim: LoomSim) -> None:
         {"name": "a2a", "tenant": "research", "hosts": ips(sim, members), "pattern": "all_to_all"},
     )
     assert res.status == 201, res.body
-    assert not sim.core.te.flows.flows
+    assert not sim.view.flows
     polled = {
         dpid
         for dpid, msgs in sim.core._poll().items()

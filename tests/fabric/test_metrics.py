@@ -63,7 +63,7 @@ def test_reroute_latency_is_timed_to_the_last_barrier_reply() -> None:
 
     sim = LoomSim(fat_tree(4), CONFIG).start()
     metrics = LoomMetrics(sim.core)
-    (dpid, port) = min(sim.core.topo.links)
+    (dpid, port) = min(sim.view.links)
     messages = sim.core.port_status(sim.now, dpid, PortDesc(port, up=False))
     changed = modified_switches(messages)  # a dead link: several switches get new rules
     assert len(changed) > 1 and set(changed) <= set(messages)

@@ -36,10 +36,10 @@ FABRICS = {
 @pytest.mark.parametrize("name", sorted(FABRICS))
 def test_discovery_learns_every_link_and_host(name: str) -> None:
     sim = LoomSim(FABRICS[name]()).start()
-    assert len(sim.core.topo.links) == 2 * fabric_link_count(sim)
-    assert len(sim.core.topo.hosts) == len(host_list(sim.graph))
+    assert len(sim.view.links) == 2 * fabric_link_count(sim)
+    assert len(sim.view.hosts) == len(host_list(sim.graph))
     for h in host_list(sim.graph):
-        learned = sim.core.topo.hosts[sim.graph.nodes[h]["mac"]]
+        learned = sim.view.hosts[sim.graph.nodes[h]["mac"]]
         assert learned.ip == sim.graph.nodes[h]["ip"]
 
 

@@ -37,8 +37,8 @@ def test_restart_keeps_every_rule_and_full_reachability_throughout() -> None:
         if isinstance(m, FlowMod | GroupMod) and m.op is Op.DELETE
     ]
     assert deletes == []
-    assert len(sim.core.topo.hosts) == 16  # read back from the switches, no host spoke
-    assert sim.core.events["host_recovered"] == 16  # each once, though it has two rules
+    assert len(sim.view.hosts) == 16  # read back from the switches, no host spoke
+    assert sim.view.events["host_recovered"] == 16  # each once, though it has two rules
     assert sim.fake.reachability(explore_all=False).ok
     original = sim.apply
     sim.apply = lambda messages: (sent.append(messages), original(messages))[-1]  # type: ignore[method-assign]
@@ -100,9 +100,9 @@ def test_a_switch_that_rejected_a_message_is_read_back_and_repaired() -> None:
     sim.apply(sim.core.rejected(sim.now, edge))
     assert sim.fake.reachability(explore_all=False).ok
     assert snapshot(sim) == before
-    assert sim.core.events["switch_repaired"] == 1
+    assert sim.view.events["switch_repaired"] == 1
     assert sim.core.rejected(sim.now + 1.0, edge) == {}  # within the back-off
     sim.advance(5.0)
     assert sim.core.rejected(sim.now, edge) != {}
-    assert sim.core.events["switch_rejected"] == 3
-    assert sim.core.events["switch_repaired"] == 2
+    assert sim.view.events["switch_rejected"] == 3
+    assert sim.view.events["switch_repaired"] == 2

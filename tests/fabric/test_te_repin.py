@@ -41,20 +41,20 @@ def test_two_elephants_are_pinned_to_paths_that_share_no_link() -> None:
     a = sim.start_flow("h1", "h5", 40001, mbps=9)
     b = sim.start_flow("h3", "h7", 40002, mbps=9)
     sim.advance(2.0)
-    assert len(sim.core.te.paths) == 2, sim.core.te.flows.flows
+    assert len(sim.view.pinned) == 2, sim.view.flows
     used: Counter[tuple[str, str]] = Counter()
     for pkt, src, dst in ((a, "h1", "h5"), (b, "h3", "h7")):
         (path,) = delivered_only_to(sim.fake.trace(src, pkt), dst)  # pinned: one path, not ECMP
         used.update(links_of(path))
     assert max(used.values()) == 1, used
-    assert sim.core.te.reroutes["new_elephant"] == 2
+    assert sim.view.reroutes["new_elephant"] == 2
 
 
 def test_mice_stay_on_ecmp_and_are_not_pinned() -> None:
     sim = LoomSim(fat_tree(4), CONFIG).start()
     pkt = sim.start_flow("h1", "h16", 40003, mbps=0.2)  # 2 % of the link: a mouse
     sim.advance(2.0)
-    assert sim.core.te.paths == {} and len(sim.core.te.flows.flows) == 1
+    assert sim.view.pinned == {} and len(sim.view.flows) == 1
     # still hashed at the ingress over both aggregation switches, not pinned to one path
     assert len(delivered_only_to(sim.fake.trace("h1", pkt), "h16")) == 2
 
@@ -76,7 +76,7 @@ def test_delivery_during_and_after_a_move_forced_by_a_link_failure() -> None:
     (after,) = paths
     assert (up, core) not in links_of(after)
     assert interim_seen, "the move should have gone through a staged (make-before-break) step"
-    assert sim.core.te.reroutes["link_down"] == 1
+    assert sim.view.reroutes["link_down"] == 1
 
 
 def test_idle_flows_are_forgotten_and_their_rules_removed() -> None:
@@ -89,7 +89,7 @@ def test_idle_flows_are_forgotten_and_their_rules_removed() -> None:
     assert any(e.cookie >> 40 & 0xFF == 3 for e in sim.fake.flows(ingress, 3))
     sim.sources.clear()
     sim.advance(2.0)
-    assert sim.core.te.flows.flows == {}
+    assert sim.view.flows == {}
     assert not any(e.cookie >> 40 & 0xFF == 3 for e in sim.fake.flows(ingress, 3))
 
 
@@ -136,14 +136,14 @@ def test_an_elephants_ack_stream_rides_the_control_class_while_the_elephant_last
     sim.send("h5", ack)
     sim.sources.append(("h5", ack, int(0.2e6 / 8 * 0.1)))  # 2 % of the link: ACKs
     sim.advance(2.0)
-    assert [str(k) for k in sim.core.te.acks] == ["tcp:10.1.0.2:5201->10.0.0.2:40005"]
+    assert [str(k) for k in sim.view.ack_flows] == ["tcp:10.1.0.2:5201->10.0.0.2:40005"]
     assert _dscps(sim.fake.trace("h5", ack)) == {48}  # CS6 at every hop: served first
     assert _dscps(sim.fake.trace("h1", data)) == {0}  # the data itself stays bulk
     other = sim.fake.packet("h5", "h1", tcp_src=5202, tcp_dst=40005)
     assert _dscps(sim.fake.trace("h5", other)) == {0}  # not the elephant's reverse
     sim.sources = [s for s in sim.sources if s[1] is not data]  # the transfer ends
     sim.advance(3.0)
-    assert sim.core.te.acks == set()
+    assert sim.view.ack_flows == set()
     assert _dscps(sim.fake.trace("h5", ack)) == {0}
 
 
@@ -156,5 +156,5 @@ def test_ack_priority_off_leaves_ack_streams_unmarked() -> None:
     sim.send("h5", ack)
     sim.sources.append(("h5", ack, int(0.2e6 / 8 * 0.1)))
     sim.advance(2.0)
-    assert sim.core.te.acks == set() and len(sim.core.te.paths) == 1
+    assert sim.view.ack_flows == set() and len(sim.view.pinned) == 1
     assert _dscps(sim.fake.trace("h5", ack)) == {0}

@@ -45,7 +45,7 @@ def sim() -> LoomSim:
 
 
 def test_intra_tenant_delivered_cross_tenant_and_unassigned_get_nothing(sim: LoomSim) -> None:
-    assert len(sim.core.topo.hosts) == 15  # h16, in no tenant, is denied: never learned
+    assert len(sim.view.hosts) == 15  # h16, in no tenant, is denied: never learned
     hosts = host_list(sim.graph)
     for src in hosts:
         for dst in hosts:
@@ -106,7 +106,7 @@ def test_arp_between_tenants_is_never_answered_and_lying_arp_is_refused(sim: Loo
         ArpFrame(1, a["mac"], "ff:ff:ff:ff:ff:ff", a["mac"], a["ip"], "00:00:00:00:00:00", b["ip"]),
     )
     assert sim.fake.packet_outs(sim.graph.nodes["e1_0"]["dpid"]) == before  # no reply, no probe
-    rejected = sim.core.arp.rejected
+    rejected = sim.view.events["arp.rejected"]
     # h6 claims blue's address: refused, and blue's host keeps its address
     sim.host_sends(
         "h6",
@@ -116,8 +116,8 @@ def test_arp_between_tenants_is_never_answered_and_lying_arp_is_refused(sim: Loo
         "h6",
         ArpFrame(1, b["mac"], "ff:ff:ff:ff:ff:ff", b["mac"], b["ip"], "00:00:00:00:00:00", a["ip"]),
     )
-    assert sim.core.arp.rejected == rejected + 2
-    assert sim.core.topo.host_by_ip(b["ip"]).mac == b["mac"]
+    assert sim.view.events["arp.rejected"] == rejected + 2
+    assert sim.view.host_by_ip(b["ip"]).mac == b["mac"]
 
 
 def test_capped_tenant_gets_a_meter_on_its_edge_switches(sim: LoomSim) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.api import LoomApi, Response
-from controller.collectives import ALLOWED_KEYS
 from controller.fabric import Fabric
+from controller.jobspec import KEYS as ALLOWED_KEYS
 from controller.policy.manager import PolicyManager
 from tests.fuzz.common import assert_bounded, record, short, stopwatch
 from tests.fuzz.world import clone, new_sim, store_snapshot, write_policy
@@ -122,13 +122,13 @@ def check_rest(world: RestWorld, case: RestCase) -> float:
     world.reset_if_dirty()
     api = world.api
     core = api.fabric
-    jobs, store = sorted(core.jobs), store_snapshot(core)
+    jobs, store = sorted(api.view.jobs), store_snapshot(core)
     world.dirty = True  # until it is known what the request changed
     res: Any = None
     with stopwatch() as t:
         res = api.handle(case.method, case.path, case.query, case.body, case.auth)
     record(KIND, t[0])
-    jobs_after, store_after = sorted(core.jobs), store_snapshot(core)
+    jobs_after, store_after = sorted(api.view.jobs), store_snapshot(core)
     changed = jobs_after != jobs or store_after != store
     changing_call = isinstance(res, Response) and case.method.upper() != "GET"
     changed_ok = changing_call and 200 <= res.status < 300

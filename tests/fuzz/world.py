@@ -52,7 +52,7 @@ def host_places(core: Fabric, macs: list[str]) -> dict[str, tuple[int, int, str 
 
 def new_sim() -> LoomSim:
     sim = LoomSim(fat_tree(4)).start()
-    assert len(sim.core.topo.links) == 64 and len(sim.core.topo.hosts) == 16, "sim not learned"
+    assert len(sim.view.links) == 64 and len(sim.view.hosts) == 16, "sim not learned"
     return sim
 
 

@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from controller.collectives import JobError, JobSpec, JobState, parse_job, place_job
+from controller.collectives import JobState, place_job
+from controller.jobspec import JobError, JobSpec, parse_job
 from controller.routing import compute_routes
 from tests.graphs import learned_topology
 from topologies import fat_tree

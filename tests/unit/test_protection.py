@@ -49,8 +49,8 @@ def test_a_failed_link_renumbers_no_other_tunnel() -> None:
 def test_rules_use_only_groups_that_exist_while_the_graph_is_half_known() -> None:
     """During discovery a link may have no detour yet while another link's tunnel already
     ends on its port: no route may then point at a turn-back group that was never made."""
-    from controller.compiler import Plan
     from controller.model import META_FROM_FABRIC, FlowRule, Match, Output, SwitchRules
+    from controller.owners import Plan
 
     sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
     full: nx.MultiDiGraph = sim.core.routes.graph

@@ -9,8 +9,7 @@ import pytest
 
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.model import PortStats
-from controller.routing import compute_routes
-from controller.te import (
+from controller.placement import (
     Demand,
     estimate_demands,
     minimal_paths,
@@ -19,6 +18,7 @@ from controller.te import (
     valiant_choice,
     valiant_paths,
 )
+from controller.routing import compute_routes
 from controller.telemetry import Telemetry
 from controller.topology import Topology
 from tests.graphs import edge_of, switch_digraph

@@ -1,0 +1,116 @@
+"""The job book: every registered collective job, from the REST API or the policy file,
+in one place and one order. A plan source: jobs are placed in registration order, each
+seeing the load of the jobs placed before it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from controller.collectives import JobState, job_plan, place_job
+from controller.jobspec import JobError, JobSpec, brief
+from controller.model import CookieKind, FlowStats, cookie_kind
+from controller.owners import Owner, OwnerKind, Plans
+from controller.placement import Link
+from controller.sources import PlanInputs
+from controller.tenants import TenantView
+
+
+class JobBook:
+    kinds: tuple[OwnerKind, ...] = (OwnerKind.JOB,)
+
+    def __init__(self, qos: bool) -> None:
+        self.qos = qos
+        self.jobs: dict[str, JobState] = {}
+        self._order = 0
+
+    @staticmethod
+    def owner(name: str) -> Owner:
+        return (OwnerKind.JOB, name)
+
+    # -- the book -------------------------------------------------------------
+    def check(self, spec: JobSpec, tenants: TenantView) -> None:
+        """Refuse a job that its tenant may not run, or that clashes with one booked."""
+        _check_tenant(spec, tenants)
+        if spec.name in self.jobs:
+            raise JobError("name", f"a job named {spec.name!r} exists; delete it first", True)
+        mine = {pair for pair, _ in spec.pairs()}
+        for other in self.jobs.values():
+            shared = sorted(mine & {pair for pair, _ in other.spec.pairs()})
+            if shared:
+                raise JobError(
+                    "hosts",
+                    f"{shared[0][0]} -> {shared[0][1]} already belongs to job {other.spec.name!r}",
+                    True,
+                )
+
+    def add(self, spec: JobSpec, source: str = "api") -> JobState:
+        self._order += 1
+        job = self.jobs[spec.name] = JobState(spec, self._order, source=source)
+        return job
+
+    def remove(self, name: str) -> None:
+        if self.jobs.pop(name, None) is None:
+            raise JobError("name", f"no job named {brief(name)}")
+
+    def declare(self, wanted: dict[str, JobSpec]) -> None:
+        """The policy file's jobs: those it no longer declares (or declares otherwise)
+        go, new ones are booked after every job already booked."""
+        for name, job in list(self.jobs.items()):
+            if job.source == "policy" and wanted.get(name) != job.spec:
+                del self.jobs[name]
+        for name, spec in wanted.items():
+            if name not in self.jobs:
+                self.add(spec, source="policy")
+
+    def waiting_for(self, ip: str, moved: bool) -> list[str]:
+        """Jobs to re-place when the host ``ip`` appears (or moves, ``moved``)."""
+        return [
+            n for n, j in self.jobs.items() if ip in j.missing or (moved and ip in j.spec.hosts)
+        ]
+
+    def members(self) -> set[str]:
+        return {ip for job in self.jobs.values() for ip in job.spec.hosts}
+
+    def counted(self, dpid: int, stats: Iterable[FlowStats]) -> None:
+        """Byte counters of the jobs' ingress rules."""
+        by_ident = {job.spec.ident: job for job in self.jobs.values()}
+        for s in stats:
+            if cookie_kind(s.cookie) is CookieKind.JOB and s.match.get("in_port") is not None:
+                job = by_ident.get(s.cookie & 0xFFFF_FFFF)
+                if job is not None:
+                    job.bytes_by_rule[(dpid, s.match)] = s.bytes
+
+    # -- planning -------------------------------------------------------------
+    def plan(self, inputs: PlanInputs, names: Iterable[str]) -> Plans:
+        """(Re)place the named jobs in booking order, each seeing the load of the jobs
+        booked before it, and build their rules."""
+        wanted = set(names)
+        load: dict[Link, float] = {}
+        plans: Plans = {}
+        for job in sorted(self.jobs.values(), key=lambda j: j.order):
+            if job.spec.name in wanted:
+                place_job(job, inputs.topo, inputs.routes, inputs.capacity, load)
+                plans[self.owner(job.spec.name)] = job_plan(
+                    job, inputs.topo, inputs.routes, self.qos
+                )
+            for link, rate in job.link_load().items():
+                load[link] = load.get(link, 0.0) + rate
+        return plans
+
+    def plan_all(self, inputs: PlanInputs) -> Plans:
+        return self.plan(inputs, list(self.jobs))
+
+
+def _check_tenant(spec: JobSpec, tenants: TenantView) -> None:
+    if not tenants.enforcing:
+        return
+    if spec.tenant not in tenants.ids:
+        known = ", ".join(sorted(tenants.ids)) or "(none)"
+        raise JobError("tenant", f"unknown tenant {spec.tenant!r}; expected one of {known}")
+    for i, ip in enumerate(spec.hosts):
+        if tenants.tenant_of_ip(ip) != spec.tenant:
+            raise JobError(f"hosts[{i}]", f"{ip} is not a host of tenant {spec.tenant!r}")
+    if spec.traffic_class not in tenants.classes_of(spec.tenant):
+        raise JobError(
+            "traffic_class", f"tenant {spec.tenant!r} may not use {spec.traffic_class!r}"
+        )

@@ -1,0 +1,151 @@
+"""A read-only view of the core, for the REST API, the metrics exporter and tests.
+
+They read what the core learned and planned through this one door, never the core's
+working parts: mappings come back as read-only proxies, and nothing here changes
+anything, so the core's internals can change without touching its readers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from controller.collectives import JobState, describe
+from controller.flows import FlowKey, TrackedFlow
+from controller.model import PortRef
+from controller.placement import Path
+from controller.routing import infer_groups
+from controller.telemetry import BucketSample, PortSample
+from controller.topology import Host, Link, Switch
+
+if TYPE_CHECKING:
+    from controller.fabric import Fabric
+
+
+class FabricView:
+    def __init__(self, fabric: Fabric) -> None:
+        self._f = fabric
+
+    # -- what was learned -----------------------------------------------------
+    @property
+    def switches(self) -> Mapping[int, Switch]:
+        return MappingProxyType(self._f.topo.switches)
+
+    @property
+    def links(self) -> Mapping[PortRef, Link]:
+        """Live links by their source port."""
+        return MappingProxyType(self._f.topo.links)
+
+    @property
+    def hosts(self) -> Mapping[str, Host]:
+        return MappingProxyType(self._f.topo.hosts)
+
+    def host_by_ip(self, ip: str) -> Host | None:
+        return self._f.topo.host_by_ip(ip)
+
+    def is_fabric_port(self, ref: PortRef) -> bool:
+        return self._f.topo.is_fabric_port(ref)
+
+    def switch_name(self, dpid: int) -> str:
+        switch = self._f.topo.switches.get(dpid)
+        return switch.name if switch else str(dpid)
+
+    def capacity(self, ref: PortRef) -> float:
+        return self._f.capacity(ref)
+
+    # -- what was planned -----------------------------------------------------
+    def next_hops(self, dest: int) -> Mapping[int, tuple[int, ...]]:
+        """Per switch, the ports that lead towards the destination switch ``dest``."""
+        hops: dict[int, tuple[int, ...]] = self._f.routes.ports.get(dest, {})  # type: ignore[assignment]
+        return MappingProxyType(hops)
+
+    def peers(self) -> dict[PortRef, int]:
+        """The switch at the far end of every routed link (by its source port)."""
+        return {(u, k): v for u, v, k in self._f.routes.graph.edges(keys=True)}
+
+    def ecmp_groups(self) -> dict[Any, int] | None:
+        """Groups of interchangeable switches of the learned links (None: no tiers)."""
+        return infer_groups(self._f.topo.graph())
+
+    # -- traffic engineering ----------------------------------------------------
+    @property
+    def flows(self) -> Mapping[FlowKey, TrackedFlow]:
+        return MappingProxyType(self._f.te.flows.flows)
+
+    def elephants(self) -> list[TrackedFlow]:
+        return self._f.te.flows.elephants()
+
+    @property
+    def pinned(self) -> Mapping[FlowKey, Path]:
+        """Flows traffic engineering has pinned, and their paths."""
+        return MappingProxyType(self._f.te.paths)
+
+    def pinned_path(self, key: FlowKey) -> Path | None:
+        return self._f.te.paths.get(key)
+
+    @property
+    def ack_flows(self) -> frozenset[FlowKey]:
+        """Reverse flows of elephants marked into the control class."""
+        return frozenset(self._f.te.acks)
+
+    def ack_priority(self, key: FlowKey) -> bool:
+        return key in self._f.te.acks
+
+    @property
+    def reroutes(self) -> Mapping[str, int]:
+        return MappingProxyType(self._f.te.reroutes)
+
+    @property
+    def max_link_utilization(self) -> float:
+        return self._f.te.last_max_utilization
+
+    @property
+    def quiet_ports(self) -> Mapping[PortRef, float]:
+        """Edge ports whose new flows go untracked, and until when."""
+        return MappingProxyType(self._f.te.quiet)
+
+    # -- measurements -----------------------------------------------------------
+    @property
+    def port_samples(self) -> Mapping[PortRef, PortSample]:
+        return MappingProxyType(self._f.telemetry.ports)
+
+    @property
+    def group_samples(self) -> Mapping[tuple[int, int], BucketSample]:
+        return MappingProxyType(self._f.telemetry.groups)
+
+    def tx_bps(self, ref: PortRef) -> float:
+        return self._f.telemetry.tx_bps(ref)
+
+    # -- jobs and counts --------------------------------------------------------
+    @property
+    def jobs(self) -> Mapping[str, JobState]:
+        return MappingProxyType(self._f.jobs.jobs)
+
+    def describe_job(self, name: str) -> dict[str, Any]:
+        return describe(self._f.jobs.jobs[name], self._f.topo, self.switch_name)
+
+    @property
+    def events(self) -> Mapping[str, int]:
+        """What the core counted: its own events, traffic engineering's, ARP's refusals
+        (``te.`` and ``arp.`` prefixed)."""
+        merged: Counter[str] = Counter(self._f.events)
+        merged.update({f"te.{k}": v for k, v in self._f.te.events.items()})
+        merged["arp.rejected"] = self._f.arp.rejected
+        return MappingProxyType(merged)
+
+    def describe(self) -> dict[str, Any]:
+        """The learned fabric as plain data (for the API, logs and the demo)."""
+        topo = self._f.topo
+        links = sorted((link.src, link.dst) for link in topo.links.values())
+        groups = self.ecmp_groups()  # of the links above, not of the last plan
+        return {
+            "switches": sorted(topo.switches),
+            "links": [{"src": list(s), "dst": list(d)} for s, d in links],
+            "hosts": [
+                {"mac": h.mac, "ip": h.ip, "dpid": h.dpid, "port": h.port}
+                for h in sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port, h.mac))
+            ],
+            "groups": None if groups is None else len(set(groups.values())),
+        }
