@@ -288,6 +288,12 @@ def _flow_changed_in_place(old: FlowRule, new: FlowRule) -> bool:
 
 def diff(old: SwitchRules, new: SwitchRules) -> list[Message]:
     """Messages turning ``old`` into ``new`` on one switch, in a safe order."""
+    return [*_additions(old, new), *_removals(old, new)]
+
+
+def _additions(old: SwitchRules, new: SwitchRules) -> list[Message]:
+    """Adds and modifies, meters then groups then flows, so no flow is sent before the
+    meter or group it points at (make-before-break)."""
     msgs: list[Message] = []
     for mid, meter in sorted(new.meters.items()):
         if mid not in old.meters:
@@ -307,6 +313,13 @@ def diff(old: SwitchRules, new: SwitchRules) -> list[Message]:
             msgs.append(
                 FlowMod(Op.MODIFY if _flow_changed_in_place(before, rule) else Op.ADD, rule)
             )
+    return msgs
+
+
+def _removals(old: SwitchRules, new: SwitchRules) -> list[Message]:
+    """Deletes in the reverse order, flows then groups then meters, so no group or
+    meter goes while a rule still refers to it."""
+    msgs: list[Message] = []
     for key in sorted(old.flows, key=_flow_sort_key):
         if key not in new.flows:
             msgs.append(FlowMod(Op.DELETE, old.flows[key]))

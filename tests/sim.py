@@ -142,8 +142,13 @@ class LoomSim:
             return
         entries = [
             FlowStats(
-                e.table_id, e.priority, Match.of(**e.match), e.cookie, e.packet_count, e.byte_count
-            )  # type: ignore[arg-type]
+                e.table_id,
+                e.priority,
+                Match.of(**e.match),  # type: ignore[arg-type]
+                e.cookie,
+                e.packet_count,
+                e.byte_count,
+            )
             for e in self.fake.flows(dpid, req.table)
             if e.cookie & req.cookie_mask == req.cookie & req.cookie_mask
         ]
@@ -197,9 +202,9 @@ class LoomSim:
             None,
             pkt.get("ipv4_src"),
             pkt.get("ipv4_dst"),
-            proto,  # type: ignore[arg-type]
+            proto,
             pkt.get(f"{l4}_src"),
-            pkt.get(f"{l4}_dst"),  # type: ignore[arg-type]
+            pkt.get(f"{l4}_dst"),
         )
 
     def _host_receives(self, host: str, pkt: dict[str, Any]) -> None:

@@ -245,6 +245,12 @@ def parse_fabric(
     return g
 
 
+_SwitchRow = tuple[str, int | None, str, int | None]  # name, dpid, role, group
+# name, switch, ip, mac, port, rate_mbps, group
+_HostRow = tuple[str, str, str, str | None, int | None, float, int | None]
+_LinkRow = tuple[str, str, int | None, int | None, float, str]  # a, b, a_port, b_port, rate, scope
+
+
 class _Builder:
     """Checks cross-references and uniqueness, fills in defaults, then adds to ``g``."""
 
@@ -310,82 +316,92 @@ class _Builder:
         return self.rd.group(*e.at("group")) if "group" in e.fields else default
 
     def build(self, sw: list[_Entry], hs: list[_Entry], ls: list[_Entry]) -> None:
-        rd, g = self.rd, self.g
-        rows: list[tuple[str, int | None, str, int | None]] = []
-        for e in sw:
-            name, dpid = self._node_name(e), None
-            if "dpid" in e.fields:
-                dpid = rd.integer(*e.at("dpid"), 1, MAX_DPID)
-                self._unique("dpid", dpid, *e.at("dpid"))
-            role = rd.string(*e.at("role")) if "role" in e.fields else "switch"
-            self.switch_group[name] = self._group(e, None)
-            rows.append((name, dpid, role, self.switch_group[name]))
+        """Read every entry first, so explicit dpids, ports and MACs are all claimed
+        before any default is chosen; then add switches, hosts and links to ``g``."""
+        self._add_switches([self._switch_row(e) for e in sw])
+        host_rows = [self._host_row(e) for e in hs]
+        link_rows = [self._link_row(e) for e in ls]
+        # Only now are all explicit ports and MACs known, so defaults cannot collide.
+        free: dict[str, int] = {}
+        for index, (name, switch, ip, mac, port, rate, group) in enumerate(host_rows):
+            mac = self._default_mac(mac, index)
+            add_host(self.g, name, switch, ip, rate, group, self._take(free, switch, port), mac)
+        for a, b, pa, pb, rate, scope in link_rows:
+            add_link(self.g, a, b, rate, scope, self._take(free, a, pa), self._take(free, b, pb))
+        self._check_interface_names()
+
+    def _switch_row(self, e: _Entry) -> _SwitchRow:
+        name, dpid = self._node_name(e), None
+        if "dpid" in e.fields:
+            dpid = self.rd.integer(*e.at("dpid"), 1, MAX_DPID)
+            self._unique("dpid", dpid, *e.at("dpid"))
+        role = self.rd.string(*e.at("role")) if "role" in e.fields else "switch"
+        self.switch_group[name] = self._group(e, None)
+        return (name, dpid, role, self.switch_group[name])
+
+    def _add_switches(self, rows: list[_SwitchRow]) -> None:
+        """Add the switches; missing dpids count up from 1, skipping those given."""
         auto = 0
         for name, dpid, role, group in rows:
             while dpid is None:
                 auto += 1
                 dpid = None if ("dpid", auto) in self.seen else auto
-            add_switch(g, name, dpid, role, group)
+            add_switch(self.g, name, dpid, role, group)
 
-        host_rows = []
-        for e in hs:
-            name, switch = self._node_name(e), self._switch_ref(e, "switch")
-            ip = self._ip(*e.at("ip"))
-            self._unique("IP", ip, *e.at("ip"))
-            mac = None
-            if "mac" in e.fields:
-                mac = self._mac(*e.at("mac"))
-                self._unique("MAC", mac, *e.at("mac"))
-            host_rows.append(
-                (
-                    name,
-                    switch,
-                    ip,
-                    mac,
-                    self._port(e, "port", switch),
-                    self._rate(e),
-                    self._group(e, self.switch_group[switch]),
-                )
+    def _host_row(self, e: _Entry) -> _HostRow:
+        name, switch = self._node_name(e), self._switch_ref(e, "switch")
+        ip = self._ip(*e.at("ip"))
+        self._unique("IP", ip, *e.at("ip"))
+        mac = None
+        if "mac" in e.fields:
+            mac = self._mac(*e.at("mac"))
+            self._unique("MAC", mac, *e.at("mac"))
+        return (
+            name,
+            switch,
+            ip,
+            mac,
+            self._port(e, "port", switch),
+            self._rate(e),
+            self._group(e, self.switch_group[switch]),
+        )
+
+    def _link_row(self, e: _Entry) -> _LinkRow:
+        a, b = self._switch_ref(e, "a"), self._switch_ref(e, "b")
+        if a == b:
+            self.rd.fail(*e.at("b"), f"link from '{a}' to itself")
+        scope = self.rd.string(*e.at("scope")) if "scope" in e.fields else "fabric"
+        if scope not in SCOPES:
+            self.rd.fail(
+                *e.at("scope"), f"unknown scope '{scope}' (expected one of {', '.join(SCOPES)})"
             )
+        return (a, b, self._port(e, "a_port", a), self._port(e, "b_port", b), self._rate(e), scope)
 
-        link_rows = []
-        for e in ls:
-            a, b = self._switch_ref(e, "a"), self._switch_ref(e, "b")
-            if a == b:
-                rd.fail(*e.at("b"), f"link from '{a}' to itself")
-            scope = rd.string(*e.at("scope")) if "scope" in e.fields else "fabric"
-            if scope not in SCOPES:
-                rd.fail(
-                    *e.at("scope"), f"unknown scope '{scope}' (expected one of {', '.join(SCOPES)})"
-                )
-            link_rows.append(
-                (a, b, self._port(e, "a_port", a), self._port(e, "b_port", b), self._rate(e), scope)
-            )
+    def _take(self, free: dict[str, int], switch: str, port: int | None) -> int:
+        """``port``, or else the lowest port of ``switch`` neither claimed nor taken yet."""
+        while port is None:
+            free[switch] = free.get(switch, 0) + 1
+            port = None if (switch, free[switch]) in self.ports else free[switch]
+        return port
 
-        # Only now are all explicit ports and MACs known, so defaults cannot collide.
-        free: dict[str, int] = {}
+    def _default_mac(self, mac: str | None, index: int) -> str:
+        """``mac``, or else the MAC of host ``index`` (or of the next index that is free);
+        either way it is claimed, so a later default cannot reuse it."""
+        candidate = index
+        while mac is None:
+            mac = mac_for_index(candidate)
+            if ("MAC", mac) in self.seen:
+                mac, candidate = None, candidate + 1
+        self.seen[("MAC", mac)] = ("default", 0)
+        return mac
 
-        def take(switch: str, port: int | None) -> int:
-            while port is None:
-                free[switch] = free.get(switch, 0) + 1
-                port = None if (switch, free[switch]) in self.ports else free[switch]
-            return port
-
-        for index, (name, switch, ip, mac, port, rate, group) in enumerate(host_rows):
-            candidate = index
-            while mac is None:
-                mac = mac_for_index(candidate)
-                if ("MAC", mac) in self.seen:
-                    mac, candidate = None, candidate + 1
-            self.seen[("MAC", mac)] = ("default", 0)
-            add_host(g, name, switch, ip, rate, group, take(switch, port), mac)
-        for a, b, pa, pb, rate, scope in link_rows:
-            add_link(g, a, b, rate, scope, take(a, pa), take(b, pb))
-        for node in g.nodes:
-            port = max((end.port for end in link_ends(g, node)), default=0)
+    def _check_interface_names(self) -> None:
+        """Every ``<node>-eth<highest port>`` must fit Linux's interface-name limit."""
+        for node in self.g.nodes:
+            port = max((end.port for end in link_ends(self.g, node)), default=0)
             if len(f"{node}-eth{port}") > MAX_IFNAME:
                 key, name_node = self.names[node]
-                rd.fail(
+                self.rd.fail(
                     name_node,
                     key,
                     f"name '{node}' too long: interface {node}-eth{port} "

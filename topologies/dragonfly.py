@@ -92,26 +92,7 @@ def dragonfly(
     a = _check_int("a (routers per group)", a, 1, MAX_ROUTERS)
     p = _check_int("p (hosts per router)", p, 1, MAX_HOSTS_PER_ROUTER)
     h = _check_int("h (global links per router)", h, 1, 10_000)
-    canonical = a * h + 1
-    if g is None:
-        g = canonical
-        if g > MAX_GROUPS:
-            raise TopologyError(
-                f"dragonfly: the canonical group count a*h+1 = {g} exceeds {MAX_GROUPS} "
-                f"(the group number is an IP octet); pass a smaller g"
-            )
-    g = _check_int("g (groups)", g, 2, MAX_GROUPS)
-    if g > canonical:
-        raise TopologyError(
-            f"dragonfly: g={g} groups is impossible with a={a}, h={h}: each group has only "
-            f"a*h={a * h} global ports, so it can reach at most {a * h} other groups "
-            f"(g <= a*h+1 = {canonical})"
-        )
-    if (g * a * h) % 2:
-        raise TopologyError(
-            f"dragonfly: g*a*h = {g}*{a}*{h} = {g * a * h} global ports cannot be wired: "
-            f"every global link uses two ports, so the total must be even"
-        )
+    g = _check_groups(a, h, g)
     if arrangement not in ARRANGEMENTS:
         raise TopologyError(
             f"dragonfly: unknown arrangement {arrangement!r} (expected one of "
@@ -132,47 +113,84 @@ def dragonfly(
         global_rate_mbps=global_rate,
         arrangement=arrangement,
     )
-
-    def router(grp: int, i: int) -> str:
-        return f"r{grp}_{i}"
-
     host_no = 0
     for grp in range(g):
-        for i in range(a):
-            add_switch(graph, router(grp, i), grp * a + i + 1, "router", group=grp)
-        for i in range(a):
-            for k in range(p):
-                host_no += 1
-                add_host(
-                    graph, f"h{host_no}", router(grp, i), f"10.{grp}.{i}.{k + 2}", rate, grp, k + 1
-                )
-        for i in range(a):
-            for j in range(i + 1, a):
-                # j > i sits at p+j on router i; i < j sits at p+1+i on router j.
-                add_link(
-                    graph, router(grp, i), router(grp, j), rate, port_a=p + j, port_b=p + 1 + i
-                )
+        host_no = _add_group(graph, grp, a, p, rate, host_no)
+    _add_global_links(graph, group_targets(a, h, g, arrangement), a, p, h, global_rate)
+    validate(graph)
+    return graph
 
-    targets = group_targets(a, h, g, arrangement)
+
+def _check_groups(a: int, h: int, g: int | None) -> int:
+    """The group count: ``g``, or the canonical ``a*h + 1``, if the global ports can be
+    wired (at most ``a*h + 1`` groups, an even number of global ports in all)."""
+    canonical = a * h + 1
+    if g is None:
+        g = canonical
+        if g > MAX_GROUPS:
+            raise TopologyError(
+                f"dragonfly: the canonical group count a*h+1 = {g} exceeds {MAX_GROUPS} "
+                f"(the group number is an IP octet); pass a smaller g"
+            )
+    g = _check_int("g (groups)", g, 2, MAX_GROUPS)
+    if g > canonical:
+        raise TopologyError(
+            f"dragonfly: g={g} groups is impossible with a={a}, h={h}: each group has only "
+            f"a*h={a * h} global ports, so it can reach at most {a * h} other groups "
+            f"(g <= a*h+1 = {canonical})"
+        )
+    if (g * a * h) % 2:
+        raise TopologyError(
+            f"dragonfly: g*a*h = {g}*{a}*{h} = {g * a * h} global ports cannot be wired: "
+            f"every global link uses two ports, so the total must be even"
+        )
+    return g
+
+
+def _router(grp: int, i: int) -> str:
+    return f"r{grp}_{i}"
+
+
+def _add_group(graph: nx.MultiGraph, grp: int, a: int, p: int, rate: float, host_no: int) -> int:
+    """Group ``grp``'s routers, their hosts and its full mesh of local links; hosts are
+    numbered on from ``host_no``, and the last number used is returned."""
+    for i in range(a):
+        add_switch(graph, _router(grp, i), grp * a + i + 1, "router", group=grp)
+    for i in range(a):
+        for k in range(p):
+            host_no += 1
+            add_host(
+                graph, f"h{host_no}", _router(grp, i), f"10.{grp}.{i}.{k + 2}", rate, grp, k + 1
+            )
+    for i in range(a):
+        for j in range(i + 1, a):
+            # j > i sits at p+j on router i; i < j sits at p+1+i on router j.
+            add_link(graph, _router(grp, i), _router(grp, j), rate, port_a=p + j, port_b=p + 1 + i)
+    return host_no
+
+
+def _add_global_links(
+    graph: nx.MultiGraph, targets: list[list[int]], a: int, p: int, h: int, global_rate: float
+) -> None:
+    """Wire each group's global ports to the groups ``targets`` names, pairing the k-th
+    link from G to H with the k-th link from H to G."""
     # ports_to[G][H]: G's global port indices that lead to H, in port order.
-    ports_to: list[dict[int, list[int]]] = [{} for _ in range(g)]
+    ports_to: list[dict[int, list[int]]] = [{} for _ in targets]
     for grp, row in enumerate(targets):
         for t, other in enumerate(row):
             ports_to[grp].setdefault(other, []).append(t)
     first_global = p + a
-    for grp in range(g):
+    for grp in range(len(targets)):
         for other, mine in ports_to[grp].items():
             if other < grp:
                 continue  # wired from the lower-numbered group
             for t, u in zip(mine, ports_to[other][grp], strict=True):
                 add_link(
                     graph,
-                    router(grp, t // h),
-                    router(other, u // h),
+                    _router(grp, t // h),
+                    _router(other, u // h),
                     global_rate,
                     scope="global",
                     port_a=first_global + t % h,
                     port_b=first_global + u % h,
                 )
-    validate(graph)
-    return graph

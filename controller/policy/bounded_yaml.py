@@ -13,7 +13,7 @@ linear in ``MAX_NODES``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -77,46 +77,78 @@ _NOT_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U0001
 def check_events(text: str) -> None:
     """Walk the event stream once and refuse what would be too deep, too large once
     aliases expand, or cyclic; raises ``YamlRefusal`` naming the line."""
-    depth, aliases, documents = 0, 0, 0
-    sizes: dict[str, int] = {}  # anchor -> expanded node count of its node
-    stack: list[list[Any]] = [[None, 0]]  # open collections: [anchor, expanded size]
-    open_anchors: set[str] = set()
+    walk = _EventWalk()
     for event in yaml.parse(text, Loader=_Loader):
         line = event.start_mark.line + 1 if event.start_mark else 1
-        size = 0
+        size = walk.step(event, line)
+        if size is not None:
+            walk.count(size, line)
+
+
+@dataclass
+class _EventWalk:
+    """What ``check_events`` tracks between events, so each kind of event is one method."""
+
+    depth: int = 0
+    aliases: int = 0
+    documents: int = 0
+    sizes: dict[str, int] = field(default_factory=dict)  # anchor -> expanded node count
+    # Open collections: [anchor, expanded size]; the first is the document itself.
+    stack: list[list[Any]] = field(default_factory=lambda: [[None, 0]])
+    open_anchors: set[str] = field(default_factory=set)
+
+    def step(self, event: yaml.Event, line: int) -> int | None:
+        """The expanded size ``event`` adds to the collection it is in, or None when it
+        adds nothing to count (collection starts, stream and document ends)."""
         if isinstance(event, yaml.DocumentStartEvent):
-            documents += 1
-            if documents > 1:
+            self.documents += 1
+            if self.documents > 1:
                 raise YamlRefusal(line, "a second YAML document; a policy is one document")
-        elif isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise YamlRefusal(line, f"nested more than {MAX_DEPTH} levels deep")
+            return 0
+        if isinstance(event, yaml.CollectionStartEvent):
+            self._open(event, line)
+            return None
+        if isinstance(event, yaml.CollectionEndEvent):
+            return self._close()
+        if isinstance(event, yaml.ScalarEvent):
             if event.anchor:
-                open_anchors.add(event.anchor)
-            stack.append([event.anchor, 1])
-            continue
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-            anchor, size = stack.pop()
-            if anchor:
-                open_anchors.discard(anchor)
-                sizes[anchor] = size
-        elif isinstance(event, yaml.ScalarEvent):
-            size = 1
-            if event.anchor:
-                sizes[event.anchor] = 1
-        elif isinstance(event, yaml.AliasEvent):
-            aliases += 1
-            if aliases > MAX_ALIASES:
-                raise YamlRefusal(line, f"more than {MAX_ALIASES} aliases")
-            if event.anchor in open_anchors:
-                raise YamlRefusal(line, f"alias *{event.anchor} refers to a node that contains it")
-            size = sizes.get(str(event.anchor), 1)
-        else:
-            continue
-        stack[-1][1] += size
-        if stack[0][1] > MAX_NODES or stack[-1][1] > MAX_NODES:
+                self.sizes[event.anchor] = 1
+            return 1
+        if isinstance(event, yaml.AliasEvent):
+            return self._alias(event, line)
+        return None
+
+    def _open(self, event: yaml.CollectionStartEvent, line: int) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise YamlRefusal(line, f"nested more than {MAX_DEPTH} levels deep")
+        if event.anchor:
+            self.open_anchors.add(event.anchor)
+        self.stack.append([event.anchor, 1])
+
+    def _close(self) -> int:
+        """The closed collection's expanded size, remembered under its anchor."""
+        self.depth -= 1
+        anchor, size = self.stack.pop()
+        if anchor:
+            self.open_anchors.discard(anchor)
+            self.sizes[anchor] = size
+        return int(size)
+
+    def _alias(self, event: yaml.AliasEvent, line: int) -> int:
+        """The aliased node's expanded size; an alias inside its own anchor is a cycle."""
+        self.aliases += 1
+        if self.aliases > MAX_ALIASES:
+            raise YamlRefusal(line, f"more than {MAX_ALIASES} aliases")
+        if event.anchor in self.open_anchors:
+            raise YamlRefusal(line, f"alias *{event.anchor} refers to a node that contains it")
+        return self.sizes.get(str(event.anchor), 1)
+
+    def count(self, size: int, line: int) -> None:
+        """Add ``size`` to the innermost open collection; refuse once the document or
+        that collection expands past ``MAX_NODES``."""
+        self.stack[-1][1] += size
+        if self.stack[0][1] > MAX_NODES or self.stack[-1][1] > MAX_NODES:
             raise YamlRefusal(
                 line, f"more than {MAX_NODES:,} values once aliases are expanded (an alias bomb?)"
             )

@@ -40,7 +40,7 @@ def post(sim: LoomSim, body: bytes, auth: str = f"Bearer {TOKEN}") -> Response:
 
 
 @pytest.mark.parametrize(
-    "body,field,words",
+    ("body", "field", "words"),
     [
         (b"{nope", "body", "not JSON"),
         (b'{"name": "a", "name": "b", "hosts": ' + OK_HOSTS.encode() + b"}", "name", "twice"),
@@ -72,7 +72,8 @@ def test_malformed_bodies_name_the_field(sim: LoomSim, body: bytes, field: str, 
 
 
 @pytest.mark.parametrize(
-    "pattern,n,limit", [("ring", 10**6, MAX_RANKS), ("all_to_all", 300, MAX_ALL_TO_ALL_RANKS)]
+    ("pattern", "n", "limit"),
+    [("ring", 10**6, MAX_RANKS), ("all_to_all", 300, MAX_ALL_TO_ALL_RANKS)],
 )
 def test_absurd_jobs_are_refused_quickly(sim: LoomSim, pattern: str, n: int, limit: int) -> None:
     hosts = [f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}" for i in range(n)]

@@ -118,7 +118,7 @@ def test_job_waits_for_unknown_hosts_and_probes_for_them() -> None:
 
 
 @pytest.mark.parametrize(
-    "method,path,body,token,status,words",
+    ("method", "path", "body", "token", "status", "words"),
     [
         (
             "POST",

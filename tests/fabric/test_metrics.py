@@ -3,6 +3,8 @@ from a core that has discovered a fabric and tracked flows (fake fabric, no serv
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -16,9 +18,9 @@ from topologies import fat_tree
 CONFIG = FabricConfig(poll_interval=0.2, link_capacity_mbps=10.0, te=TeConfig(te_interval=0.2))
 
 
-def scrape(metrics: LoomMetrics) -> dict[str, list]:
+def scrape(metrics: LoomMetrics) -> dict[str, list[Any]]:
     text = generate_latest(metrics.registry).decode()
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for family in text_string_to_metric_families(text):
         out[family.name] = family.samples
     return out

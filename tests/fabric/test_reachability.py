@@ -20,7 +20,7 @@ def assert_full_reachability(sim: LoomSim, explore_all: bool = True) -> None:
 
 
 def fabric_link_count(sim: LoomSim) -> int:
-    return switch_graph(sim.graph).number_of_edges()
+    return int(switch_graph(sim.graph).number_of_edges())
 
 
 FABRICS = {

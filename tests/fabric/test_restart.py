@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
-from controller.model import OFPP_LOCAL, ClearSwitch, FlowMod, GroupMod, Op, PortDesc
+from controller.model import (
+    OFPP_LOCAL,
+    ClearSwitch,
+    FlowMod,
+    GroupMod,
+    Messages,
+    Op,
+    PortDesc,
+)
 from controller.ofp.compat import ofp, parser
 from tests.sim import LoomSim
 from topologies import dragonfly, fat_tree
@@ -41,7 +49,12 @@ def test_restart_keeps_every_rule_and_full_reachability_throughout() -> None:
     assert sim.view.events["host_recovered"] == 16  # each once, though it has two rules
     assert sim.fake.reachability(explore_all=False).ok
     original = sim.apply
-    sim.apply = lambda messages: (sent.append(messages), original(messages))[-1]  # type: ignore[method-assign]
+
+    def recording(messages: Messages) -> None:
+        sent.append(messages)
+        original(messages)
+
+    sim.apply = recording  # type: ignore[method-assign]
     for _ in range(50):  # discovery and the settle time, tick by tick: never a gap
         sim.advance(0.1)
         report = sim.fake.reachability(
@@ -94,9 +107,14 @@ def test_a_switch_that_rejected_a_message_is_read_back_and_repaired() -> None:
     lost = max(gid for gid in sim.fake.groups(edge) if gid < 0x4000_0000)  # a route group
     sim.fake.send(edge, parser.OFPGroupMod(None, ofp.OFPGC_DELETE, 0, lost, []))  # and its flows
     assert not sim.fake.reachability([("h1", "h16")], explore_all=False).ok
-    sent: list = []
+    sent: list[Messages] = []
     original = sim.apply
-    sim.apply = lambda messages: (sent.append(messages), original(messages))[-1]  # type: ignore[method-assign]
+
+    def recording(messages: Messages) -> None:
+        sent.append(messages)
+        original(messages)
+
+    sim.apply = recording  # type: ignore[method-assign]
     sim.apply(sim.core.rejected(sim.now, edge))
     assert sim.fake.reachability(explore_all=False).ok
     assert snapshot(sim) == before

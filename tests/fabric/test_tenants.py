@@ -117,7 +117,8 @@ def test_arp_between_tenants_is_never_answered_and_lying_arp_is_refused(sim: Loo
         ArpFrame(1, b["mac"], "ff:ff:ff:ff:ff:ff", b["mac"], b["ip"], "00:00:00:00:00:00", a["ip"]),
     )
     assert sim.view.events["arp.rejected"] == rejected + 2
-    assert sim.view.host_by_ip(b["ip"]).mac == b["mac"]
+    learned = sim.view.host_by_ip(b["ip"])
+    assert learned is not None and learned.mac == b["mac"]
 
 
 def test_capped_tenant_gets_a_meter_on_its_edge_switches(sim: LoomSim) -> None:

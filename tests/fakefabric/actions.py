@@ -98,36 +98,44 @@ def validate_action(action: Any, groups: Any, *, packet_out: bool = False) -> No
             raise UnsupportedError(f"the fake fabric does not model {type(action).__name__}")
         raise action_error("OFPBAC_BAD_TYPE", f"not an OpenFlow 1.3 action: {action!r}")
     if isinstance(action, parser.OFPActionOutput):
-        port = action.port
-        if port == ofp.OFPP_NORMAL:
-            raise UnsupportedError("output:NORMAL (the switch's own L2 learning) is not modelled")
-        if port == ofp.OFPP_TABLE and not packet_out:
-            raise action_error("OFPBAC_BAD_OUT_PORT", "output:TABLE is only valid in PacketOut")
-        if not (1 <= port <= ofp.OFPP_MAX or port in VALID_RESERVED_OUT or port == ofp.OFPP_TABLE):
-            raise action_error("OFPBAC_BAD_OUT_PORT", f"output to invalid port {port_name(port)}")
+        _validate_output(action.port, packet_out=packet_out)
     elif isinstance(action, parser.OFPActionGroup):
         if action.group_id not in groups:
             raise action_error("OFPBAC_BAD_OUT_GROUP", f"group {action.group_id} does not exist")
     elif isinstance(action, parser.OFPActionSetField):
-        field, value = action.key, action.value
-        if field not in FIELDS or field in NOT_SETTABLE:
-            raise action_error("OFPBAC_BAD_SET_TYPE", f"set_field cannot set {field}")
-        if isinstance(value, tuple):
-            raise action_error("OFPBAC_BAD_SET_ARGUMENT", f"masked set_field {field} (OF 1.5)")
-        try:
-            number = to_int(field, value)
-        except ValueError as exc:
-            raise action_error("OFPBAC_BAD_SET_ARGUMENT", str(exc)) from None
-        if field == "vlan_vid" and not number & OFPVID_PRESENT:
-            raise action_error(
-                "OFPBAC_BAD_SET_ARGUMENT",
-                f"set_field vlan_vid={number:#x} must carry OFPVID_PRESENT (0x1000 | vid)",
-            )
+        _validate_set_field(action.key, action.value)
     elif isinstance(action, parser.OFPActionPushVlan):
         if action.ethertype not in (0x8100, 0x88A8):
             raise action_error("OFPBAC_BAD_ARGUMENT", f"push_vlan ethertype {action.ethertype:#x}")
     elif isinstance(action, parser.OFPActionSetNwTtl) and not 0 <= action.nw_ttl <= 255:
         raise action_error("OFPBAC_BAD_ARGUMENT", f"set_nw_ttl {action.nw_ttl}")
+
+
+def _validate_output(port: int, *, packet_out: bool) -> None:
+    """An output port must be physical or a reserved port a switch accepts here."""
+    if port == ofp.OFPP_NORMAL:
+        raise UnsupportedError("output:NORMAL (the switch's own L2 learning) is not modelled")
+    if port == ofp.OFPP_TABLE and not packet_out:
+        raise action_error("OFPBAC_BAD_OUT_PORT", "output:TABLE is only valid in PacketOut")
+    if not (1 <= port <= ofp.OFPP_MAX or port in VALID_RESERVED_OUT or port == ofp.OFPP_TABLE):
+        raise action_error("OFPBAC_BAD_OUT_PORT", f"output to invalid port {port_name(port)}")
+
+
+def _validate_set_field(field: str, value: Any) -> None:
+    """A set-field must name a settable field, unmasked, with a value that fits it."""
+    if field not in FIELDS or field in NOT_SETTABLE:
+        raise action_error("OFPBAC_BAD_SET_TYPE", f"set_field cannot set {field}")
+    if isinstance(value, tuple):
+        raise action_error("OFPBAC_BAD_SET_ARGUMENT", f"masked set_field {field} (OF 1.5)")
+    try:
+        number = to_int(field, value)
+    except ValueError as exc:
+        raise action_error("OFPBAC_BAD_SET_ARGUMENT", str(exc)) from None
+    if field == "vlan_vid" and not number & OFPVID_PRESENT:
+        raise action_error(
+            "OFPBAC_BAD_SET_ARGUMENT",
+            f"set_field vlan_vid={number:#x} must carry OFPVID_PRESENT (0x1000 | vid)",
+        )
 
 
 def validate_bucket(actions: Sequence[Any], groups: Any) -> None:

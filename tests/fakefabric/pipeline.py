@@ -19,7 +19,7 @@ from typing import Any
 from ryu.ofproto import ofproto_v1_3 as ofp
 from ryu.ofproto import ofproto_v1_3_parser as parser
 
-from .actions import SET_ORDER, describe_action, port_name, set_key
+from .actions import SET_ORDER, Program, describe_action, port_name, set_key
 from .fields import (
     OFPVID_PRESENT,
     display_packet,
@@ -139,30 +139,37 @@ class Pipeline:
                     self.note(f"{self.where} table {table_id}: table-miss after earlier outputs")
                     return items
                 return [self.end(state, "drop", "table-miss", table_id)]
-            state.tables.append(table_id)
-            state.cookies.append(entry.cookie)
-            state.miss_entry = entry.is_table_miss
-            prog = entry.program
-            if prog.meter is not None:
-                if prog.meter not in self.sw.meters:
-                    raise AssertionError(f"{self.where}: flow uses missing meter {prog.meter}")
-                state.meters.append(prog.meter)
+            prog = self._enter(table_id, entry, state)
             if prog.apply is not None:
                 stop = self._actions(prog.apply, state, items)
                 if stop is not None:
                     items.append(stop)
                     return items
-            if prog.clear:
-                action_set.clear()
-            for action in prog.write or ():
-                action_set.pop(set_key(action), None)
-                action_set[set_key(action)] = action
+            _write_actions(prog, action_set)
             if prog.metadata is not None:
                 value, mask = prog.metadata
                 state.metadata = (state.metadata & ~mask) | (value & mask)
             if prog.goto is None:
                 break
             table_id = prog.goto
+        return self._run_action_set(action_set, state, items, table_id)
+
+    def _enter(self, table_id: int, entry: FlowEntry, state: State) -> Program:
+        """Record the matched entry (and its meter) in the trace; returns its instructions."""
+        state.tables.append(table_id)
+        state.cookies.append(entry.cookie)
+        state.miss_entry = entry.is_table_miss
+        prog = entry.program
+        if prog.meter is not None:
+            if prog.meter not in self.sw.meters:
+                raise AssertionError(f"{self.where}: flow uses missing meter {prog.meter}")
+            state.meters.append(prog.meter)
+        return prog
+
+    def _run_action_set(
+        self, action_set: dict[object, Any], state: State, items: list[Item], table_id: int
+    ) -> list[Item]:
+        """End of the pipeline: the action set runs in spec order; a group drops outputs."""
         ordered = sorted(action_set.values(), key=lambda a: SET_ORDER[type(a)])
         if any(isinstance(a, parser.OFPActionGroup) for a in ordered):
             ordered = [a for a in ordered if not isinstance(a, parser.OFPActionOutput)]
@@ -205,7 +212,6 @@ class Pipeline:
 
     def _actions(self, actions: list[Any], state: State, items: list[Item]) -> Leaf | None:
         """Run an action list in order, appending emitted copies; a Leaf if the packet died."""
-        fields = state.pkt.fields
         for a in actions:
             if isinstance(a, parser.OFPActionOutput):
                 items.extend(self._output(a.port, state))
@@ -216,31 +222,41 @@ class Pipeline:
             elif isinstance(a, parser.OFPActionSetField):
                 self._set_field(state, a)
             elif isinstance(a, parser.OFPActionPushVlan):
-                if "vlan_vid" in fields:
-                    state.pkt.inner = ((fields["vlan_vid"], fields["vlan_pcp"]), *state.pkt.inner)
-                else:
-                    fields["vlan_vid"], fields["vlan_pcp"] = OFPVID_PRESENT, 0
+                _push_vlan(state.pkt)
             elif isinstance(a, parser.OFPActionPopVlan):
-                if "vlan_vid" not in fields:
-                    self.warn(f"{self.where}: pop_vlan on an untagged packet")
-                elif state.pkt.inner:
-                    (fields["vlan_vid"], fields["vlan_pcp"]), *rest = state.pkt.inner
-                    state.pkt.inner = tuple(rest)
-                else:
-                    del fields["vlan_vid"], fields["vlan_pcp"]
+                self._pop_vlan(state.pkt)
             elif isinstance(a, parser.OFPActionDecNwTtl | parser.OFPActionSetNwTtl):
-                if not packet_has_prereqs(fields, "ip_ttl"):
-                    self.warn(f"{self.where}: {describe_action(a)} on a non-IP packet")
-                    continue
-                if isinstance(a, parser.OFPActionSetNwTtl):
-                    fields["ip_ttl"] = a.nw_ttl
-                    continue
-                ttl = fields.get("ip_ttl", 64)
-                if ttl <= 1:
-                    return self.end(state, "drop", "ttl-expired")
-                fields["ip_ttl"] = ttl - 1
+                stop = self._ttl(a, state)
+                if stop is not None:
+                    return stop
             else:  # validated on install; anything else is a bug here
                 raise AssertionError(f"unexpected action {a!r}")
+        return None
+
+    def _pop_vlan(self, pkt: Pkt) -> None:
+        """Remove the outer tag; the next inner one, if any, becomes the outer."""
+        fields = pkt.fields
+        if "vlan_vid" not in fields:
+            self.warn(f"{self.where}: pop_vlan on an untagged packet")
+        elif pkt.inner:
+            (fields["vlan_vid"], fields["vlan_pcp"]), *rest = pkt.inner
+            pkt.inner = tuple(rest)
+        else:
+            del fields["vlan_vid"], fields["vlan_pcp"]
+
+    def _ttl(self, a: Any, state: State) -> Leaf | None:
+        """set_nw_ttl or dec_nw_ttl; a Leaf if the TTL expired and the packet died."""
+        fields = state.pkt.fields
+        if not packet_has_prereqs(fields, "ip_ttl"):
+            self.warn(f"{self.where}: {describe_action(a)} on a non-IP packet")
+            return None
+        if isinstance(a, parser.OFPActionSetNwTtl):
+            fields["ip_ttl"] = a.nw_ttl
+            return None
+        ttl = fields.get("ip_ttl", 64)
+        if ttl <= 1:
+            return self.end(state, "drop", "ttl-expired")
+        fields["ip_ttl"] = ttl - 1
         return None
 
     def _set_field(self, state: State, a: Any) -> None:
@@ -342,3 +358,21 @@ class Pipeline:
             if point < 0:
                 return i
         raise AssertionError("unreachable")
+
+
+def _write_actions(prog: Program, action_set: dict[object, Any]) -> None:
+    """clear_actions, then write_actions into the action set (one action per ``set_key``)."""
+    if prog.clear:
+        action_set.clear()
+    for action in prog.write or ():
+        action_set.pop(set_key(action), None)
+        action_set[set_key(action)] = action
+
+
+def _push_vlan(pkt: Pkt) -> None:
+    """Push a tag: a copy of the outer one (which moves inside), else VID 0 and PCP 0."""
+    fields = pkt.fields
+    if "vlan_vid" in fields:
+        pkt.inner = ((fields["vlan_vid"], fields["vlan_pcp"]), *pkt.inner)
+    else:
+        fields["vlan_vid"], fields["vlan_pcp"] = OFPVID_PRESENT, 0

@@ -177,8 +177,8 @@ def _assert_unchanged(world: FrameWorld, context: str) -> None:
         raise AssertionError(f"links changed {context}: {short(changed, 300)}")
     places = host_places(core, world.macs)
     if places != world.places:
-        changed = {m: (world.places.get(m), places.get(m)) for m in world.macs}
-        diff = {m: v for m, v in changed.items() if v[0] != v[1]}
+        was_is = {m: (world.places.get(m), places.get(m)) for m in world.macs}
+        diff = {m: v for m, v in was_is.items() if v[0] != v[1]}
         raise AssertionError(f"hosts moved or forgotten {context}: {short(diff, 300)}")
 
 

@@ -123,8 +123,8 @@ def test_rest_corpus_request_is_refused_cleanly(
 
 
 @pytest.fixture(scope="module")
-def frame_world() -> Iterator[FrameWorld]:
-    yield FrameWorld()
+def frame_world() -> FrameWorld:
+    return FrameWorld()
 
 
 def _cases(world: FrameWorld, where: str, data: str) -> list[FrameCase]:

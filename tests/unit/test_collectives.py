@@ -9,6 +9,7 @@ import pytest
 
 from controller.collectives import JobState, place_job
 from controller.jobspec import JobError, JobSpec, parse_job
+from controller.placement import Link
 from controller.routing import compute_routes
 from tests.graphs import learned_topology
 from topologies import fat_tree
@@ -29,7 +30,7 @@ def job(ips: list[str], **kw: str) -> JobState:
     return state
 
 
-def hops_per_link(state: JobState) -> Counter:
+def hops_per_link(state: JobState) -> Counter[Link]:
     return Counter(link for path in state.paths.values() for link in path)
 
 
@@ -93,7 +94,7 @@ def test_valid_request_parses_with_defaults() -> None:
 
 
 @pytest.mark.parametrize(
-    "body,field,words",
+    ("body", "field", "words"),
     [
         ([1, 2], "body", "JSON object"),
         ({"hosts": ["10.0.0.2", "10.0.0.3"]}, "name", "required"),

@@ -30,6 +30,7 @@ from controller.model import (
     SwitchRules,
     Table,
 )
+from controller.owners import OwnerKind
 from controller.routing import Routes
 from controller.topology import Host
 
@@ -104,16 +105,16 @@ def test_changed_buckets_modify_the_group() -> None:
 
 def test_rule_store_diffs_per_owner_and_forgets_switches() -> None:
     store = RuleStore()
-    first = store.replace(("dest", 2), {1: rules(F1)})
+    first = store.replace((OwnerKind.DEST, 2), {1: rules(F1)})
     assert first == {1: [FlowMod(Op.ADD, F1)]}
-    assert store.replace(("dest", 2), {1: rules(F1)}) == {}
-    other = store.replace(("dest", 3), {1: rules(F_TO_G5, groups=(G5,))})
+    assert store.replace((OwnerKind.DEST, 2), {1: rules(F1)}) == {}
+    other = store.replace((OwnerKind.DEST, 3), {1: rules(F_TO_G5, groups=(G5,))})
     assert list(other) == [1] and len(other[1]) == 2
     assert set(store.switch_rules(1).flows) == {F1.key, F_TO_G5.key}
-    assert store.remove(("dest", 2)) == {1: [FlowMod(Op.DELETE, F1)]}
+    assert store.remove((OwnerKind.DEST, 2)) == {1: [FlowMod(Op.DELETE, F1)]}
     store.forget_switch(1)
     assert store.parts == {}
-    assert store.replace(("dest", 3), {1: rules(F_TO_G5, groups=(G5,))})[1][0] == GroupMod(
+    assert store.replace((OwnerKind.DEST, 3), {1: rules(F_TO_G5, groups=(G5,))})[1][0] == GroupMod(
         Op.ADD, G5
     )
 

@@ -7,11 +7,15 @@ from controller.fabric import Fabric, FabricConfig
 from controller.model import (
     CONTROLLER_MAC,
     OFPP_TABLE,
+    Action,
     ArpFrame,
     EthFrame,
     FlowMod,
+    FlowRule,
+    GroupAction,
     GroupMod,
     LldpFrame,
+    Messages,
     Op,
     Output,
     PacketIn,
@@ -20,6 +24,8 @@ from controller.model import (
     RawFrame,
     StatsKind,
     StatsRequest,
+    SwitchRules,
+    Table,
 )
 from controller.topology import Topology
 from controller.view import FabricView
@@ -57,7 +63,7 @@ def arp(
     return ArpFrame(op, sha, eth_dst, sha, spa, tha, tpa)
 
 
-def packet_outs(msgs: dict, dpid: int) -> list[PacketOut]:
+def packet_outs(msgs: Messages, dpid: int) -> list[PacketOut]:
     return [m for m in msgs.get(dpid, []) if isinstance(m, PacketOut)]
 
 
@@ -188,8 +194,26 @@ def test_host_move_only_after_its_old_port_went_down_and_replans_both_switches()
     assert deletes and adds and f.topo.hosts[A].dpid == 2
 
 
+def _out_ports(rules: SwitchRules, actions: tuple[Action, ...]) -> set[int]:
+    """Ports a rule's actions send to, through its groups' buckets."""
+    ports: set[int] = set()
+    for action in actions:
+        if isinstance(action, Output):
+            ports.add(action.port)
+        elif isinstance(action, GroupAction):
+            for bucket in rules.groups[action.group_id].buckets:
+                ports |= _out_ports(rules, bucket.actions)
+    return ports
+
+
+def _routes_to(rules: SwitchRules, mac: str) -> list[FlowRule]:
+    return [
+        r for r in rules.flows.values() if r.table is Table.ROUTE and r.match.get("eth_dst") == mac
+    ]
+
+
 def test_port_down_sends_only_the_difference() -> None:
-    f = Fabric()
+    f = Fabric(FabricConfig(fast_failover=False))  # plain routes: no failover groups
     for dpid in (1, 2, 3):
         up(f, dpid, ports(1, 2, 3))
     # triangle: 1:2-2:2, 2:3-3:3, 1:3-3:2
@@ -198,13 +222,23 @@ def test_port_down_sends_only_the_difference() -> None:
         f.packet_in(0.1, PacketIn(a[0], a[1], LldpFrame(*b)))
     f.tick(0.2)
     f.packet_in(0.3, PacketIn(3, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.2")))
+    before = f.store.switch_rules(1)
+    to_b = [
+        r for r in before.flows.values() if r.table is Table.ROUTE and r.match.get("eth_dst") == B
+    ]
+    assert to_b and all(_out_ports(before, r.actions) == {3} for r in to_b)  # direct link
     out = f.port_status(0.4, 1, PortDesc(3, up=False))
     msgs = out.get(1, [])
-    assert msgs, "switch 1 must move its routes to switch 3 onto port 2"
-    assert all(not isinstance(m, PacketOut) for m in msgs)
-    assert any(isinstance(m, GroupMod) and m.op is Op.MODIFY for m in msgs) or any(
-        isinstance(m, FlowMod) and m.op is Op.MODIFY for m in msgs
+    assert msgs and all(not isinstance(m, PacketOut) for m in msgs)
+    assert all(m.op is not Op.ADD for m in msgs if isinstance(m, FlowMod | GroupMod))
+    after = f.store.switch_rules(1)
+    to_b = [
+        r for r in after.flows.values() if r.table is Table.ROUTE and r.match.get("eth_dst") == B
+    ]
+    assert to_b and all(_out_ports(after, r.actions) == {2} for r in to_b), (
+        "switch 1 must move its routes to switch 3 onto port 2"
     )
+    assert set(out) <= {1, 2, 3}  # only the triangle's switches hear of it
     assert f.port_status(0.5, 1, PortDesc(3, up=False)) == {}  # nothing changed: nothing sent
 
 

@@ -18,7 +18,8 @@ class SlowDatapath:
     """Yields on every send, as Ryu's datapath does once its 16-message queue is full."""
 
     def __init__(self, seconds: float = 0.0) -> None:
-        self.xid, self.wire, self.seconds = 0, [], seconds
+        self.xid, self.seconds = 0, seconds
+        self.wire: list[Any] = []
 
     def set_xid(self, msg: Any) -> None:
         self.xid += 1

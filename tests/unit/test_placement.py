@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Hashable, Mapping
 
 import pytest
 
@@ -11,6 +12,8 @@ from controller.engineer import TeConfig, TrafficEngineer
 from controller.model import PortStats
 from controller.placement import (
     Demand,
+    Link,
+    Path,
     estimate_demands,
     minimal_paths,
     path_nodes,
@@ -33,8 +36,10 @@ ROUTES = compute_routes(FAT_D, EDGES)
 CAPACITY = {(u, k): 1.0 for u, _, k in FAT_D.edges(keys=True)}
 
 
-def demands_for(pairs: list[tuple[str, str]], current: dict | None = None) -> list[Demand]:
-    rates = estimate_demands(pairs)
+def demands_for(
+    pairs: list[tuple[str, str]], current: Mapping[Hashable, Path] | None = None
+) -> list[Demand]:
+    rates = estimate_demands(list[tuple[Hashable, Hashable]](pairs))
     out = []
     for (s, d), rate in zip(pairs, rates, strict=True):
         cands = tuple(minimal_paths(ROUTES, edge_of(FAT, s), edge_of(FAT, d)))
@@ -42,7 +47,7 @@ def demands_for(pairs: list[tuple[str, str]], current: dict | None = None) -> li
     return out
 
 
-def link_flows(placement_paths: dict) -> Counter:
+def link_flows(placement_paths: Mapping[Hashable, Path]) -> Counter[Link]:
     return Counter(link for path in placement_paths.values() for link in path)
 
 

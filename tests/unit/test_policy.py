@@ -51,7 +51,7 @@ def test_the_shipped_example_is_valid() -> None:
 
 
 @pytest.mark.parametrize(
-    "old,new,expected",
+    ("old", "new", "expected"),
     [
         (
             "  poll_interval: 0.5",

@@ -33,7 +33,7 @@ def refusal(data: str | bytes) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize(
-    "data,line,words",
+    ("data", "line", "words"),
     [
         (alias_bomb(), 6, "aliases are expanded"),
         ("tenants: &a [*a]\n", 1, "refers to a node that contains it"),

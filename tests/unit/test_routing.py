@@ -4,6 +4,7 @@ properties they must have: up/down on fat-trees, one global hop on dragonflies."
 from __future__ import annotations
 
 import itertools
+from collections.abc import Hashable, Mapping
 
 import networkx as nx
 import pytest
@@ -21,7 +22,9 @@ from topologies import dragonfly, fat_tree, leaf_spine, load_fabric
 from topologies.graph import switches
 
 
-def expected_next_hops(d: nx.MultiDiGraph, dest: int, costs: dict) -> dict[int, set[int]]:
+def expected_next_hops(
+    d: nx.MultiDiGraph, dest: int, costs: Mapping[tuple[Hashable, Hashable, int], float]
+) -> dict[int, set[int]]:
     """Next-hop neighbours implied by networkx.all_shortest_paths."""
     simple = nx.DiGraph()
     for (u, v, _), c in costs.items():
