@@ -84,7 +84,7 @@ $(FAUCET_VENV)/.installed: requirements-faucet.txt | apt
 	@touch $@
 
 ## PyTorch (CPU wheel) in the main venv: the collectives workload runs real gloo ranks
-## inside the emulated hosts (mininet_scenarios/collective_worker.py).
+## inside the emulated hosts (mininet_scenarios/workloads/collectives/worker.py).
 .PHONY: torch
 torch: $(VENV)/.torch-installed
 
@@ -95,16 +95,19 @@ $(VENV)/.torch-installed: requirements-torch.txt $(VENV)/.installed
 	  || { echo "setup: torch with gloo does not import in $(VENV)" >&2; exit 1; }
 	@touch $@
 
-## The whole suite: unit, fake-fabric, adapter and emulation layers (root, OVS).
-test: setup osken-venv faucet-venv torch
+## The whole suite: the lint gate first, then the unit, fake-fabric, adapter, fuzz, lab and
+## emulation layers (root, OVS).
+test: setup osken-venv faucet-venv torch lint
 	LOOM_REQUIRE_EMULATION=1 $(PY) -m pytest
 
 test-unit: venv
 	$(PY) -m pytest -m "not emulation"
 
+## ruff (pyproject.toml), mypy strict over all code and tests, import contracts (setup.cfg).
 lint: venv
 	$(VENV)/bin/ruff check controller topologies mininet_scenarios tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 demo: setup torch
 	$(PY) -m mininet_scenarios.demo $(ARGS)
@@ -112,31 +115,32 @@ demo: setup torch
 clean-venv:
 	rm -rf $(VENV) $(OSKEN_VENV)
 
-## Benchmarks (/work/shared/BENCHMARKS.md §1, §3): aggregate throughput of every mode divided
-## by a non-blocking switch on the same traffic matrices; JSON + PNG into results/. Serialised
-## with other emulations on this machine by the lock (defaults: fat-tree ~35 min, dragonfly ~8).
+## Benchmarks (docs/benchmarks.md §1 Fabric patterns, §3 Dragonfly): aggregate throughput of
+## every mode divided by a non-blocking switch on the same traffic matrices; JSON + PNG into
+## results/. Serialised by the lock with other emulations that may run at the same time
+## (defaults: fat-tree ~35 min, dragonfly ~8).
 .PHONY: bench-patterns bench-dragonfly
 bench-patterns: setup faucet-venv
-	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_patterns
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.patterns
 
 bench-dragonfly: setup
-	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_patterns --fabric dragonfly
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.patterns --fabric dragonfly
 
-## Collectives benchmark (/work/shared/BENCHMARKS.md §2): real gloo all-reduce and
+## Collectives benchmark (docs/benchmarks.md §2 Collectives): real gloo all-reduce and
 ## all-to-all on a k=4 fat-tree with DSCP queue classes, ecmp vs loom and no-qos vs loom
 ## side by side; JSON + PNG into results/collectives.
 .PHONY: bench-collectives
 bench-collectives: setup torch
-	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_collectives
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.collectives
 
-## Failover benchmark (/work/shared/BENCHMARKS.md §4): traffic gap at link cuts with fast
+## Failover benchmark (docs/benchmarks.md §4 Failover): traffic gap at link cuts with fast
 ## failover on and off, controller reroute latency after PortStatus, controller restart
 ## and packet-in flood on a k=4 fat-tree; JSON + PNG into results/failover.
 .PHONY: bench-failover
 bench-failover: setup
-	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench_failover
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.failover
 
-## Fuzz benchmark (issue "Hostile input everywhere"): >= 10,000 generated policies, REST
+## Fuzz benchmark (docs/benchmarks.md §5 Hostile input): >= 10,000 generated policies, REST
 ## requests and frames each against the real loader, API and decoders; per-kind failures,
 ## slowest case and p50/p99 times; JSON + PNG into results/fuzz. No emulation, no root.
 .PHONY: bench-fuzz

@@ -1,15 +1,19 @@
-"""Loom's emulation harness: any Loom topology graph as a running Mininet network.
+"""Loom's lab: any Loom topology graph as a running Mininet network, what runs on it, and
+what is measured. Three layers, each importing only from the ones before it:
 
-* :mod:`.fabric_net`: ``FabricNet``, a context manager that builds the graph with userspace
-  Open vSwitch (OpenFlow 1.3, the graph's dpids and port numbers), shapes it, and on exit
-  removes exactly what it created.
-* :mod:`.shaping`: HTB per link end, optionally with DSCP-steered traffic classes.
-* :mod:`.controller_proc`: a ryu-manager child process for the lifetime of a ``with`` block.
-* :mod:`.traffic`: pingall, iperf3 flows, CPU idle sampling.
-* :mod:`.run`: the ``loom-scenario`` command.
+* :mod:`.harness`: the emulated network and everything around it. ``FabricNet`` (builds the
+  graph with userspace Open vSwitch, OpenFlow 1.3, the graph's dpids and port numbers; shapes
+  it; on exit removes exactly what it created), HTB shaping, OVS state, the one lifecycle of
+  host-side child processes (the controller, Faucet, Prometheus), processes inside the
+  emulated hosts, the REST client, metrics scraping, the whole stack in one ``with``, faults.
+* :mod:`.workloads`: what runs in the hosts. Ping, iperf3 flows, UDP streams, hand-made
+  frames and floods, traffic matrices, gloo collectives.
+* :mod:`.bench` (the benchmarks and their reports) and :mod:`.demo` (``make demo``).
+
+:mod:`.cli` is the ``loom-scenario`` command (``python -m mininet_scenarios``).
 
 Needs root, Open vSwitch with the userspace datapath and Debian's Mininet; see
-/work/shared/ENVIRONMENT.md for why each choice was made.
+``docs/environment.md`` for why each choice was made.
 """
 
 import logging

@@ -2,6 +2,6 @@
 
 import sys
 
-from mininet_scenarios.run import main
+from mininet_scenarios.cli import main
 
 sys.exit(main())

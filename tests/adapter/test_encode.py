@@ -230,7 +230,7 @@ CASES: list[tuple[Message, list[str]]] = [
 
 
 @pytest.mark.parametrize(
-    "msg,expected", CASES, ids=[f"{type(m).__name__}-{i}" for i, (m, _) in enumerate(CASES)]
+    ("msg", "expected"), CASES, ids=[f"{type(m).__name__}-{i}" for i, (m, _) in enumerate(CASES)]
 )
 def test_message_encodes_and_ovs_reads_it_back(
     msg: Message, expected: list[str], tmp_path: Path

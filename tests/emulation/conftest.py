@@ -3,7 +3,7 @@
 Every test here needs root, a running ovs-vswitchd and Debian's Mininet; without them the
 tests are skipped, unless LOOM_REQUIRE_EMULATION is set (``make test`` sets it), in
 which case the run fails. Node names in these tests start with ``hx``/``hq``/``hy`` so
-they never collide with networks other people run on the same machine.
+they never collide with networks other emulations run at the same time.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 from topologies.graph import add_host, add_link, add_switch, new_graph
 
 if TYPE_CHECKING:
-    from mininet_scenarios.stack import LoomStack
+    from mininet_scenarios.harness.stack import LoomStack
 
 
 def _emulation_unavailable() -> str | None:
@@ -68,7 +68,8 @@ def run_dir(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def ryu_switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     """Ryu's own learning switch on a free port (controller/app.py is written elsewhere)."""
-    from mininet_scenarios.controller_proc import ControllerProcess, free_port
+    from mininet_scenarios.harness.controller import ControllerProcess
+    from mininet_scenarios.harness.processes import free_port
 
     log = tmp_path_factory.mktemp("ryu") / "simple_switch_13.txt"
     with ControllerProcess("ryu.app.simple_switch_13", ofp_port=free_port(), log_path=log) as ctl:

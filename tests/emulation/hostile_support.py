@@ -27,12 +27,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from mininet_scenarios.frames import checksum, ip_bytes, mac_bytes
+from mininet_scenarios.harness.host_procs import start_child
+from mininet_scenarios.workloads.frames import checksum, ip_bytes, mac_bytes
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKET_OUTGOING = 4
 ETH_LLDP = 0x88CC
 LLDP_MAC = "01:80:c2:00:00:0e"
@@ -132,8 +131,7 @@ def with_chassis(frame: bytes, dpid: int) -> bytes:
 
 
 def _child(host: Any, *args: str) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "tests.emulation.hostile_support", *args]
-    return host.popen(cmd, cwd=str(REPO_ROOT), stdin=subprocess.PIPE)  # type: ignore[no-any-return]
+    return start_child(host, "tests.emulation.hostile_support", *args, stdin=subprocess.PIPE)
 
 
 def send_raw(host: Any, intf: str, frames: Sequence[bytes], interval: float = 0.002) -> list[str]:

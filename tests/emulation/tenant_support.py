@@ -3,7 +3,7 @@ file, checks and the report.
 
 Three tenants on a k=4 fat-tree at 10 Mbit/s: red h1-h6, blue h7-h11, green h12-h15; h16
 is in no tenant. Node names carry a ``t`` prefix (``th1``, ``te1_1``...) so this fabric
-never collides with a fat-tree someone else runs on the machine; tests name hosts by
+never collides with a fat-tree another emulation runs at the same time; tests name hosts by
 number through :func:`h`. Each test module builds its own fabric (``tenant_loom`` in
 ``conftest.py``) and records its figures with :class:`Report`, which writes
 ``results/tenants/<module>.json`` and prints them (``pytest -s``).
@@ -24,8 +24,8 @@ from typing import Any
 
 import networkx as nx
 
-from mininet_scenarios.loom_client import LoomApiError
-from mininet_scenarios.stack import LoomStack
+from mininet_scenarios.harness.client import LoomApiError
+from mininet_scenarios.harness.stack import LoomStack
 from topologies import fat_tree
 from topologies.graph import prefixed
 

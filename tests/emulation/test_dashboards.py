@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mininet_scenarios.prometheus_proc import PrometheusError, PrometheusProcess
-from mininet_scenarios.stack import LoomStack
-from mininet_scenarios.traffic import IperfRun, iperf3_flows
+from mininet_scenarios.harness.prometheus import PrometheusError, PrometheusProcess
+from mininet_scenarios.harness.stack import LoomStack
+from mininet_scenarios.workloads.iperf import IperfRun, iperf3_flows
 from tests.dashboard_queries import (
     DS_VARIABLE,
     PROMETHEUS_CONFIG,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mininet_scenarios.controller_proc import REPO_ROOT
+from mininet_scenarios.harness.processes import REPO_ROOT
 
 pytestmark = pytest.mark.emulation
 

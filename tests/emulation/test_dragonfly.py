@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from mininet_scenarios.stack import LoomStack, expected_links
+from mininet_scenarios.harness.stack import LoomStack, expected_links
 from tests.emulation.test_fat_tree import RATE, wait_links
 from topologies import dragonfly
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from mininet_scenarios.stack import LoomStack, expected_links
-from mininet_scenarios.traffic import iperf3_flows
+from mininet_scenarios.harness.stack import LoomStack, expected_links
+from mininet_scenarios.workloads.iperf import iperf3_flows
 from topologies import fat_tree
 
 pytestmark = pytest.mark.emulation

@@ -19,15 +19,15 @@ import networkx as nx
 import pytest
 import yaml
 
-from mininet_scenarios.fabric_net import FabricNet
-from mininet_scenarios.faucet_mode import (
+from mininet_scenarios.harness.faucet import (
     FAUCET_BIN,
     FaucetProcess,
     check_faucet_config,
     faucet_config,
     faucet_ready,
 )
-from mininet_scenarios.traffic import iperf3_flows
+from mininet_scenarios.harness.network import FabricNet
+from mininet_scenarios.workloads.iperf import iperf3_flows
 from topologies import dragonfly, fat_tree, leaf_spine
 
 pytestmark = [

@@ -21,19 +21,17 @@ from types import SimpleNamespace
 import networkx as nx
 import pytest
 
-from mininet_scenarios.bench_patterns import cport_base
-from mininet_scenarios.collectives_background import BACKGROUND_CPORT
-from mininet_scenarios.collectives_hosts import GLOO_PORTS
-from mininet_scenarios.controller_proc import (
-    REPO_ROOT,
-    ControllerError,
-    ControllerProcess,
-    free_port,
-)
-from mininet_scenarios.fabric_net import EPHEMERAL_PORTS, FabricNet
-from mininet_scenarios.ovs_state import FabricError, ovs_bridges, root_interfaces
-from mininet_scenarios.shaping import DEFAULT_CLASSES, class_counters, root_run
-from mininet_scenarios.traffic import cpu_idle_sampler, iperf3_flows, ping_stats
+from mininet_scenarios.bench.patterns import cport_base
+from mininet_scenarios.harness.controller import ControllerError, ControllerProcess
+from mininet_scenarios.harness.cpu import cpu_idle_sampler
+from mininet_scenarios.harness.network import EPHEMERAL_PORTS, FabricNet
+from mininet_scenarios.harness.ovs import FabricError, ovs_bridges, root_interfaces
+from mininet_scenarios.harness.processes import REPO_ROOT, ChildProcess, free_port
+from mininet_scenarios.harness.shaping import DEFAULT_CLASSES, class_counters, root_run
+from mininet_scenarios.workloads.collectives.background import BACKGROUND_CPORT
+from mininet_scenarios.workloads.collectives.hosts import GLOO_PORTS
+from mininet_scenarios.workloads.iperf import iperf3_flows
+from mininet_scenarios.workloads.ping import ping_stats
 
 pytestmark = pytest.mark.emulation
 
@@ -157,13 +155,8 @@ def test_iperf3_reaches_shaped_rate(fabric: FabricNet) -> None:
 
 def test_set_link_sends_port_status_and_cuts_traffic(fabric: FabricNet, run_dir: Path) -> None:
     log = run_dir / "monitor.txt"
-    with open(log, "w") as out:
-        monitor = subprocess.Popen(
-            ["ovs-ofctl", "-O", "OpenFlow13", "monitor", "hxs1", "128"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
+    monitor = ChildProcess(["ovs-ofctl", "-O", "OpenFlow13", "monitor", "hxs1", "128"], log)
+    with monitor:
         time.sleep(0.5)
         assert ping_stats(fabric, "hxh1", "hxh3", count=2, interval=0.2).received == 2
         touched = fabric.set_link("hxs1", "hxs3", up=False)
@@ -175,9 +168,6 @@ def test_set_link_sends_port_status_and_cuts_traffic(fabric: FabricNet, run_dir:
         fabric.set_link("hxs1", "hxs3", up=True)
         time.sleep(0.5)
         assert ping_stats(fabric, "hxh1", "hxh3", count=3, interval=0.2).received >= 2
-    finally:
-        monitor.terminate()
-        monitor.wait(5)
     text = log.read_text()
     assert re.search(r"OFPT_PORT_STATUS.*7\(hxs1-eth7\).*\n\s+config:\s+PORT_DOWN", text)
     assert re.search(r"OFPT_PORT_STATUS.*7\(hxs1-eth7\).*\n\s+config:\s+0\n\s+state:\s+LIVE", text)
@@ -252,14 +242,21 @@ def test_queue_classes_and_limits_on_every_link_end(graphs: SimpleNamespace, run
 
 def test_exception_inside_with_cleans_up(graphs: SimpleNamespace, run_dir: Path) -> None:
     g = graphs.pair("hz")
-    with (
-        pytest.raises(RuntimeError, match="boom"),
-        FabricNet(g, controller=("127.0.0.1", free_port()), run_dir=run_dir) as fnet,
-    ):
-        shells = dict(fnet._shells)
-        sleeper = int(fnet.host("hzh1").cmd("sleep 600 >/dev/null 2>&1 & echo $!").split()[-1])
-        assert vsctl("get", "Bridge", "hzs1", "external_ids:loom-pid") == f'"{os.getpid()}"'
-        raise RuntimeError("boom")
+    fnet = FabricNet(g, controller=("127.0.0.1", free_port()), run_dir=run_dir)
+    shells: dict[str, int] = {}
+    sleeper = 0
+
+    def fail_inside() -> None:
+        nonlocal sleeper
+        with fnet:
+            shells.update(fnet._shells)
+            sleeper = int(fnet.host("hzh1").cmd("sleep 600 >/dev/null 2>&1 & echo $!").split()[-1])
+            assert vsctl("get", "Bridge", "hzs1", "external_ids:loom-pid") == f'"{os.getpid()}"'
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_inside()
+    assert sleeper
     assert not any(Path(f"/proc/{pid}").exists() for pid in [*shells.values(), sleeper])
     assert not fnet.leftovers
     assert_clean(g, "hz")
@@ -295,7 +292,7 @@ def test_stale_names_are_removed_but_live_ones_refused(
         subprocess.run(
             ["ip", "link", "add", "hws2-eth2", "type", "veth", "peer", "name", "hwx"], check=True
         )
-    # A live Mininet node shell named hws2 (someone else's network): refuse, touch nothing.
+    # A live Mininet node shell named hws2 (another emulation's network): refuse, touch nothing.
     # (Not our child: shells whose parent is this process count as our own leftovers.)
     out = subprocess.run(
         ["bash", "-c", "bash -c 'sleep 60; true' mininet:hws2 >/dev/null 2>&1 & echo $!"],
@@ -342,7 +339,7 @@ def test_loom_scenario_runs_commands(
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from mininet_scenarios.run import main
+    from mininet_scenarios.cli import main
 
     spec = _write_fabric(graphs.pair("hv"), run_dir / "hv.yaml")
     code = main(

@@ -51,8 +51,8 @@ from typing import Any
 
 import pytest
 
-from mininet_scenarios.prom_samples import Samples, sample, scrape
-from mininet_scenarios.stack import LoomStack, expected_links
+from mininet_scenarios.harness.metrics import Samples, sample, scrape
+from mininet_scenarios.harness.stack import LoomStack, expected_links
 from tests.emulation.hostile_support import (
     BARRIER_REPLY,
     ECHO_REPLY,

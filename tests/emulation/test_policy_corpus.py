@@ -42,15 +42,16 @@ from typing import Any
 
 import pytest
 
-from mininet_scenarios.frames import Arrivals, max_gap_ms
-from mininet_scenarios.loom_client import LoomApiError
-from mininet_scenarios.rule_snapshot import (
+from mininet_scenarios.harness.client import LoomApiError
+from mininet_scenarios.harness.host_procs import popen_in_host
+from mininet_scenarios.harness.rules import (
     SwitchRules,
     compare_rules,
     cookie_kind_of,
     rule_snapshot,
 )
-from mininet_scenarios.stack import LoomStack
+from mininet_scenarios.harness.stack import LoomStack
+from mininet_scenarios.workloads.frames import Arrivals, max_gap_ms
 from tests.emulation.tenant_support import (
     REPO_ROOT,
     TENANTS,
@@ -96,14 +97,15 @@ def isolation(stack: LoomStack) -> dict[str, bool]:
 
 def start_flow(stack: LoomStack, src: int, dst: int, port: int) -> tuple[Any, Any]:
     """An iperf3 TCP flow that runs until terminated; returns (server, client)."""
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    server = stack.net.host(h(dst)).popen(["iperf3", "-s", "-1", "-p", str(port)], **quiet)
+    quiet = subprocess.DEVNULL
+    server_argv = ["iperf3", "-s", "-1", "-p", str(port)]
+    server = popen_in_host(stack.net.host(h(dst)), server_argv, stdout=quiet, stderr=quiet)
     deadline = time.monotonic() + 10
     while f":{port} " not in stack.net.host(h(dst)).cmd("ss -ltnH"):
         assert time.monotonic() < deadline, "iperf3 server did not listen"
         time.sleep(0.05)
     cmd = ["iperf3", "-c", host_ip(stack, dst), "-p", str(port), "-t", "600"]
-    return server, stack.net.host(h(src)).popen(cmd, **quiet)
+    return server, popen_in_host(stack.net.host(h(src)), cmd, stdout=quiet, stderr=quiet)
 
 
 def stop(proc: Any) -> None:

@@ -12,15 +12,16 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from controller.metrics import METRICS
-from mininet_scenarios.prometheus_proc import PrometheusProcess
-from mininet_scenarios.shaping import DEFAULT_CLASSES, class_counters, root_run
-from mininet_scenarios.stack import LoomStack
-from mininet_scenarios.traffic import iperf3_flows
+from mininet_scenarios.harness.prometheus import PrometheusProcess
+from mininet_scenarios.harness.shaping import DEFAULT_CLASSES, class_counters, root_run
+from mininet_scenarios.harness.stack import LoomStack
+from mininet_scenarios.workloads.iperf import iperf3_flows
 from topologies import fat_tree
 
 pytestmark = pytest.mark.emulation
@@ -107,7 +108,7 @@ def test_an_elephants_acks_cross_the_fabric_in_the_control_class(te: LoomStack) 
     """h1 (e0_0) sends to h9 (e2_0): the data leaves e0_0 in bulk, and once the flow is an
     elephant its ACKs leave e2_0 in the control class (uplinks 3 and 4 at both)."""
     data0, acks0 = class_bytes(te, "e0_0", (3, 4)), class_bytes(te, "e2_0", (3, 4))
-    marked: list[dict] = []
+    marked: list[dict[str, Any]] = []
 
     def watch() -> None:
         time.sleep(3.0)
@@ -134,7 +135,7 @@ def test_an_elephants_acks_cross_the_fabric_in_the_control_class(te: LoomStack) 
     assert run.flows[0].mbps > 0.8 * RATE
 
 
-def scrape(url: str) -> dict[str, list]:
+def scrape(url: str) -> dict[str, list[Any]]:
     with urllib.request.urlopen(url, timeout=5) as resp:
         text = resp.read().decode()
     return {f.name: f.samples for f in text_string_to_metric_families(text)}

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from mininet_scenarios.frames import (
+from mininet_scenarios.harness.stack import LoomStack
+from mininet_scenarios.workloads.frames import (
     BROADCAST,
     Counter,
     UdpProbe,
@@ -31,7 +32,6 @@ from mininet_scenarios.frames import (
     tcp_frame,
     udp_frame,
 )
-from mininet_scenarios.stack import LoomStack
 from tests.emulation.tenant_support import (
     TENANTS,
     check_pingall,
@@ -79,10 +79,12 @@ def attack_cases(stack: LoomStack) -> list[Attack]:
     u_mac, u_ip = host_addr(stack, OUTSIDER)
     probe = struct.pack("!Qd", 0, 0.0)  # what the UdpProbe receiver expects first
 
-    def udp(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, **kw: Any) -> Callable:
+    def udp(
+        src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, **kw: Any
+    ) -> Callable[[bytes], list[bytes]]:
         return lambda t: [udp_frame(src_mac, dst_mac, src_ip, dst_ip, probe + t, **kw)]
 
-    def arp(*fields: str, vlan: int | None = None) -> Callable:
+    def arp(*fields: str, vlan: int | None = None) -> Callable[[bytes], list[bytes]]:
         eth_src, eth_dst, op, sha, spa, tha, tpa = fields
         return lambda t: [arp_frame(eth_src, eth_dst, int(op), sha, spa, tha, tpa, t, vlan)]
 

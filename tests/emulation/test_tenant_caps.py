@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from mininet_scenarios.ovs_state import OFCTL, sh
-from mininet_scenarios.stack import LoomStack
-from mininet_scenarios.traffic import iperf3_flows
+from mininet_scenarios.harness.ovs import OFCTL, sh
+from mininet_scenarios.harness.stack import LoomStack
+from mininet_scenarios.workloads.iperf import iperf3_flows
 from tests.emulation.tenant_support import (
     BLUE_CAP,
     RATE,

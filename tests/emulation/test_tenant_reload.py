@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from mininet_scenarios.frames import Arrivals, UdpProbe, max_gap_ms
-from mininet_scenarios.loom_client import LoomApiError
-from mininet_scenarios.stack import LoomStack
+from mininet_scenarios.harness.client import LoomApiError
+from mininet_scenarios.harness.host_procs import popen_in_host
+from mininet_scenarios.harness.stack import LoomStack
+from mininet_scenarios.workloads.frames import Arrivals, UdpProbe, max_gap_ms
 from tests.emulation.tenant_support import (
     BLUE_CAP,
     MOVED,
@@ -48,8 +49,10 @@ GAP_BOUND_MS = 100.0  # the flows run at 10 Mbit/s: ~1 ms between segments, 2 ms
 
 def tcp_flow(stack: LoomStack, src: int, dst: int, seconds: float, port: int) -> tuple[Any, Any]:
     """An iperf3 TCP flow reporting every 100 ms; returns (server, client) processes."""
-    server = stack.net.host(h(dst)).popen(
-        ["iperf3", "-s", "-1", "-J", "-i", "0.1", "-p", str(port)], stderr=subprocess.STDOUT
+    server = popen_in_host(
+        stack.net.host(h(dst)),
+        ["iperf3", "-s", "-1", "-J", "-i", "0.1", "-p", str(port)],
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 10
     while f":{port} " not in stack.net.host(h(dst)).cmd("ss -ltnH"):
@@ -57,7 +60,7 @@ def tcp_flow(stack: LoomStack, src: int, dst: int, seconds: float, port: int) ->
         time.sleep(0.05)
     ip = host_ip(stack, dst)
     cmd = ["iperf3", "-c", ip, "-p", str(port), "-t", f"{seconds:g}", "-i", "0.1", "-J"]
-    return server, stack.net.host(h(src)).popen(cmd, stderr=subprocess.STDOUT)
+    return server, popen_in_host(stack.net.host(h(src)), cmd, stderr=subprocess.STDOUT)
 
 
 def json_doc(out: bytes) -> dict[str, Any]:

@@ -1,0 +1,86 @@
+"""Can every host reach every other one? :func:`pingall`, the harness's own check that a
+fabric carries traffic (``FabricNet.pingall``, Faucet's readiness, every benchmark's warm-up).
+
+Every ordered host pair, one ping each with a short deadline; all hosts at once and a few
+destinations in parallel per host (a k=4 fat-tree has 240 pairs).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mininet_scenarios import emulation_logger
+
+if TYPE_CHECKING:
+    from mininet_scenarios.harness.network import FabricNet
+
+log = emulation_logger()
+
+RTT_RE = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
+
+
+@dataclass(frozen=True)
+class PingResult:
+    src: str
+    dst: str
+    ok: bool
+    rtt_ms: float | None
+
+
+@dataclass
+class PingAll:
+    """``loss_pct`` over all ordered pairs; ``pairs[(src, dst)]`` for each one."""
+
+    loss_pct: float
+    pairs: dict[tuple[str, str], PingResult]
+    seconds: float
+
+    @property
+    def failed(self) -> list[tuple[str, str]]:
+        return [k for k, r in self.pairs.items() if not r.ok]
+
+
+def pingall(fnet: FabricNet, timeout: float = 1.0, parallel: int = 4) -> PingAll:
+    """Ping every ordered host pair once (``-W timeout``); ``parallel`` pings per host at once."""
+    names = fnet.host_names
+    ips = {h: fnet.graph.nodes[h]["ip"] for h in names}
+    by_ip = {ip: h for h, ip in ips.items()}
+    t0 = time.monotonic()
+    hosts = [fnet.host(h) for h in names]
+    for host in hosts:
+        dsts = [ips[d] for d in names if d != host.name]
+        # Each job prints "@@ <ip> <last line of ping>"; `wait` after every `parallel` jobs.
+        job = (
+            f'{{ r=$(ping -n -q -c1 -W {timeout:g} $ip 2>&1 | tail -n1); echo "@@ $ip $r"; }} &'
+            f" n=$((n+1)); [ $((n % {max(1, parallel)})) -eq 0 ] && wait;"
+        )
+        host.sendCmd(f"n=0; for ip in {' '.join(dsts)}; do {job} done; wait")
+    pairs: dict[tuple[str, str], PingResult] = {}
+    for host in hosts:
+        out = host.waitOutput()
+        for line in out.splitlines():
+            parts = line.strip().split(" ", 2)
+            if len(parts) < 2 or parts[0] != "@@" or parts[1] not in by_ip:
+                continue
+            m = RTT_RE.search(parts[2] if len(parts) > 2 else "")
+            dst = by_ip[parts[1]]
+            pairs[(host.name, dst)] = PingResult(
+                host.name, dst, m is not None, float(m.group(2)) if m else None
+            )
+    for src in names:  # a pair with no output line counts as lost
+        for dst in names:
+            if src != dst and (src, dst) not in pairs:
+                pairs[(src, dst)] = PingResult(src, dst, False, None)
+    lost = sum(1 for r in pairs.values() if not r.ok)
+    result = PingAll(100.0 * lost / len(pairs) if pairs else 0.0, pairs, time.monotonic() - t0)
+    log.info(
+        "pingall: %d/%d pairs answered (%.1f %% loss) in %.1f s",
+        len(pairs) - lost,
+        len(pairs),
+        result.loss_pct,
+        result.seconds,
+    )
+    return result

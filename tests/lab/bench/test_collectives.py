@@ -1,0 +1,86 @@
+"""The collectives benchmark without a network: its plan, figures, expected durations,
+queue classes and options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mininet_scenarios.bench.collectives import expected_seconds, parse_args, plan, queue_classes
+from mininet_scenarios.bench.collectives_report import figures
+
+
+def test_the_plan_runs_the_same_orders_in_the_modes_it_compares() -> None:
+    runs = plan(["allreduce", "protection", "alltoall"], seeds=2)
+    keys = {r.key for r in runs}
+    for seed in (1, 2):
+        assert {f"ecmp/all_reduce/random{seed}", f"loom/all_reduce/random{seed}"} <= keys
+        assert {
+            f"no-qos/all_reduce/random{seed}+bulk",
+            f"loom/all_reduce/random{seed}+bulk",
+            f"no-qos/all_reduce/random{seed}+bulk-jumbo",
+            f"loom/all_reduce/random{seed}+bulk-jumbo",
+        } <= keys
+        assert f"no-qos/all_reduce/random{seed}" in keys  # no-qos's own idle run
+        assert {f"ecmp/all_to_all/random{seed}", f"loom/all_to_all/random{seed}"} <= keys
+    assert not any(r.register for r in runs if r.mode == "ecmp")
+    assert all(r.register for r in runs if r.mode != "ecmp")
+    assert len(keys) == len(runs)
+
+
+def test_figures_divide_background_by_idle_of_the_same_mode_and_seed() -> None:
+    def run(
+        mode: str, op: str, bg: bool, busbw: float, order: str = "random", frames: str = "standard"
+    ) -> dict[str, Any]:
+        return {
+            "mode": mode,
+            "op": op,
+            "order": order,
+            "seed": 1,
+            "background": bg,
+            "bulk_frames": frames,
+            "busbw_mbps": busbw,
+            "busbw_over_link": busbw / 10,
+        }
+
+    figs = figures(
+        [
+            run("ecmp", "all_reduce", False, 4.0),
+            run("loom", "all_reduce", False, 9.0),
+            run("loom", "all_reduce", True, 8.1),
+            run("no-qos", "all_reduce", False, 9.0),
+            run("no-qos", "all_reduce", True, 4.5),
+            run("loom", "all_reduce", True, 7.2, frames="jumbo"),
+            run("no-qos", "all_reduce", True, 3.6, frames="jumbo"),
+            run("loom", "all_to_all", False, 7.0),
+            run("loom", "all_reduce", False, 9.3, order="topology"),
+            {"mode": "ecmp", "op": "all_to_all", "error": "boom"},
+        ]
+    )
+    assert figs["allreduce-random"] == {"ecmp": 0.4, "loom": 0.9, "no-qos": 0.9}
+    assert figs["protection"] == pytest.approx({"loom": 0.9, "no-qos": 0.5})
+    assert figs["protection-jumbo"] == pytest.approx({"loom": 0.8, "no-qos": 0.4})
+    assert figs["alltoall"] == {"loom": 0.7}
+    assert figs["allreduce-topology"] == {"loom": pytest.approx(0.93)}
+
+
+def test_expected_seconds_and_queue_classes() -> None:
+    # 16 MiB all-reduce on 16 ranks at 10 Mbit/s: ~26.3 s per iteration at the TCP ceiling
+    assert expected_seconds("all_reduce", 16, 16, 10, 3, 1) == pytest.approx(4 * 26.3, rel=0.01)
+    default = queue_classes(None)
+    assert [qc.rate_share for qc in default] == [0.90, 0.05, 0.05]
+    tuned = {qc.name: qc.rate_share for qc in queue_classes(0.02)}
+    assert tuned == pytest.approx({"collective": 0.93, "control": 0.05, "bulk": 0.02})
+
+
+def test_bulk_frames_option_runs_protection_with_the_frames_asked_for() -> None:
+    assert parse_args([]).bulk_frame_list == ["standard", "jumbo"]
+    assert parse_args(["--bulk-frames", "jumbo"]).bulk_frame_list == ["jumbo"]
+    keys = {r.key for r in plan(["protection"], seeds=1, bulk_frames=["jumbo"])}
+    assert keys == {"no-qos/all_reduce/random1", "no-qos/all_reduce/random1+bulk-jumbo"} | {
+        "loom/all_reduce/random1",
+        "loom/all_reduce/random1+bulk-jumbo",
+    }
+    with pytest.raises(SystemExit):
+        parse_args(["--bulk-frames", "tiny"])
