@@ -127,10 +127,6 @@ def dpid_of(g: nx.MultiGraph, switch: str) -> int:
     return int(g.nodes[switch]["dpid"])
 
 
-def switch_by_dpid(g: nx.MultiGraph) -> dict[int, str]:
-    return {int(g.nodes[s]["dpid"]): s for s in switches(g)}
-
-
 def link_ends(g: nx.MultiGraph, node: str) -> list[LinkEnd]:
     """Every link at ``node``, sorted by local port."""
     ends = [
