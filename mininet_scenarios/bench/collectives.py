@@ -76,7 +76,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mininet_scenarios.bench.collectives_report import MODE_ORDER, TARGET, figures, plot, table
+from mininet_scenarios.bench.collectives_report import MODE_ORDER, TARGETS, figures, plot, table
 from mininet_scenarios.harness.processes import REPO_ROOT
 from mininet_scenarios.harness.shaping import DEFAULT_CLASSES, QueueClass
 from mininet_scenarios.workloads.collectives.background import cross_pod_background
@@ -494,7 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "queue_classes": [qc.__dict__ for qc in queue_classes(args.bulk_share)],
         "queue_bytes": args.queue_bytes or None,
-        "target": TARGET,
+        "targets": TARGETS,
         "modes": {},
         "runs": [],
     }
