@@ -129,6 +129,8 @@ class TrafficEngineer:
         """The first packet of a flow from a host: start accounting for it. A port that
         opens flows faster than ``new_flows_per_port`` (a scan, a flood) is no longer
         copied to the controller for ``quiet_seconds``."""
+        if (dpid, port) in self.quiet:  # the switch's backlog from before the pause: cheap
+            return {}
         key = FlowKey.of_frame(frame)
         src, dst = topo.hosts.get(frame.eth_src), topo.hosts.get(frame.eth_dst)
         if key is None or src is None or dst is None or (src.dpid, src.port) != (dpid, port):
