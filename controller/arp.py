@@ -12,6 +12,7 @@ link teaches nothing wrong, and hosts' ARP caches are never polluted.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from controller.model import (
@@ -56,21 +57,38 @@ class Waiting:
     tenant: str = ""
 
 
-def reply_to(requester: Waiting | Host, target: Host) -> tuple[int, PacketOut]:
-    """A proxy reply, as if ``target`` answered, sent out of the requester's port."""
+Addresses = Callable[[Host], str]  # the MAC Loom hands out for a host
+
+
+def reply_to(requester: Waiting | Host, target: Host, address: str) -> tuple[int, PacketOut]:
+    """A proxy reply, as if ``target`` answered with ``address``, sent out of the
+    requester's port."""
     assert target.ip is not None and requester.ip is not None
     frame = ArpFrame(
-        ARP_REPLY, target.mac, requester.mac, target.mac, target.ip, requester.mac, requester.ip
+        ARP_REPLY, address, requester.mac, address, target.ip, requester.mac, requester.ip
     )
     return requester.dpid, PacketOut(OFPP_CONTROLLER, (Output(requester.port),), frame)
 
 
 class ArpService:
-    def __init__(self, probe_interval: float = 1.0, wait_timeout: float = 3.0) -> None:
+    """Proxy ARP with Loom's addresses (``addresses``, see ``controller.addressing``).
+
+    An unknown address is first asked for on edge ports where no host is known (a host
+    that spoke already has its address on record), then, if that goes unanswered, on
+    every edge port: a fabric of 27,648 hosts coming up does not cost hosts² frames."""
+
+    def __init__(
+        self,
+        probe_interval: float = 1.0,
+        wait_timeout: float = 3.0,
+        addresses: Addresses = lambda host: host.mac,
+    ) -> None:
+        self.addresses = addresses
         self.probe_interval = probe_interval
         self.wait_timeout = wait_timeout
         self.waiting: dict[str, list[Waiting]] = {}
         self.last_probe: dict[str, float] = {}
+        self.probes: dict[str, int] = {}  # probes sent per address not found yet
         self.ignored = 0
         self.rejected = 0  # frames that lied about their sender, or senders not admitted
 
@@ -121,6 +139,10 @@ class ArpService:
         return tenants.tenant_of(arp.sha, ip, dpid, port)
 
     def expire(self, now: float) -> None:
+        stale = self.probe_interval * 10 + self.wait_timeout
+        for ip in [ip for ip, t in self.last_probe.items() if now - t > stale]:
+            del self.last_probe[ip]
+            self.probes.pop(ip, None)
         for ip in list(self.waiting):
             alive = [w for w in self.waiting[ip] if w.until >= now]
             if alive:
@@ -143,7 +165,7 @@ class ArpService:
         requester = Waiting(arp.sha, arp.spa, dpid, port, now + self.wait_timeout, tenant)
         if target is not None:
             if target.mac != arp.sha and arp.spa != ZERO_IP and target.tenant == tenant:
-                sw, pkt = reply_to(requester, target)
+                sw, pkt = reply_to(requester, target, self.addresses(target))
                 out.setdefault(sw, []).append(pkt)
             return
         declared = tenants.tenant_of_ip(arp.tpa) if tenants.enforcing else None
@@ -168,8 +190,13 @@ class ArpService:
         frame = ArpFrame(
             ARP_REQUEST, CONTROLLER_MAC, BROADCAST, CONTROLLER_MAC, ZERO_IP, ZERO_MAC, ip
         )
+        tries = self.probes.get(ip, 0)
+        self.probes[ip] = tries + 1
+        skip = {exclude}
+        if tries == 0:  # first ask where nobody spoke yet
+            skip |= {(h.dpid, h.port) for h in topo.hosts.values()}
         for dpid in sorted(topo.switches):
-            ports = [p for p in topo.edge_ports(dpid) if (dpid, p) != exclude]
+            ports = [p for p in topo.edge_ports(dpid) if (dpid, p) not in skip]
             if ports:
                 actions = tuple(Output(p) for p in ports)
                 out.setdefault(dpid, []).append(PacketOut(OFPP_CONTROLLER, actions, frame))
@@ -178,18 +205,22 @@ class ArpService:
         target = topo.host_by_ip(ip)
         if target is None:
             return
+        self.probes.pop(ip, None)
         for waiting in self.waiting.pop(ip, []):
             if (
                 waiting.until >= now
                 and waiting.mac != target.mac
                 and waiting.tenant == target.tenant
             ):
-                sw, pkt = reply_to(waiting, target)
+                sw, pkt = reply_to(waiting, target, self.addresses(target))
                 out.setdefault(sw, []).append(pkt)
 
     def _forward_reply(self, topo: Topology, arp: ArpFrame, tenant: str, out: Messages) -> None:
-        dst = topo.hosts.get(arp.eth_dst)
-        if dst is not None and dst.tenant == tenant:
+        """A host's own reply to another host: delivered, with the sender's Loom address."""
+        dst, src = topo.hosts.get(arp.eth_dst), topo.hosts.get(arp.sha)
+        if dst is not None and src is not None and dst.tenant == tenant:
+            address = self.addresses(src)
+            frame = ArpFrame(arp.op, address, arp.eth_dst, address, arp.spa, arp.tha, arp.tpa)
             out.setdefault(dst.dpid, []).append(
-                PacketOut(OFPP_CONTROLLER, (Output(dst.port),), arp)
+                PacketOut(OFPP_CONTROLLER, (Output(dst.port),), frame)
             )

@@ -10,18 +10,21 @@ missing group (make-before-break): meters and groups first, flows, then removals
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
+import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
+from controller.addressing import SWITCH_BITS, SWITCH_SHIFT, mac_int, mac_str, to_switch
 from controller.flows import IP_PROTO_TCP, IP_PROTO_UDP, FlowKey
 from controller.model import (
     ETH_TYPE_ARP,
     ETH_TYPE_IPV4,
     ETH_TYPE_LLDP,
     META_FROM_FABRIC,
-    META_TENANT_MASK,
-    META_TENANT_SHIFT,
-    OFPG_MAX,
     OFPP_CONTROLLER,
     Action,
     Bucket,
@@ -39,6 +42,7 @@ from controller.model import (
     MeterRule,
     Op,
     Output,
+    SetField,
     SwitchRules,
     Table,
     cookie_kind,
@@ -47,13 +51,15 @@ from controller.model import (
 from controller.owners import Owner, OwnerKind, Plan
 from controller.placement import Path
 from controller.qos import qos_rules
-from controller.routing import Routes, transit_port
+from controller.routing import Routes
 from controller.topology import Host
 
 PRIO_LLDP = 1000
 PRIO_ARP = 900
 PRIO_FABRIC_PORT = 500
-PRIO_HOST_ROUTE = 100
+PRIO_HOST_ROUTE = 120  # delivery to a host, by its exact Loom address
+PRIO_ROUTE = 110  # blocks of destination switches (protected siblings take +1)
+PRIO_ROUTE_DEFAULT = 100  # the most common next hops
 PRIO_FLOW = 100
 PRIO_CATCH = 10
 PRIO_MISS = 0
@@ -63,13 +69,8 @@ METER_ARP_PORT = 0x0001_0000  # + port
 METER_ARP_OTHER = 0xFFFE_0001
 METER_LLDP = 0xFFFE_0002
 METER_MISS = 0xFFFE_0003
-
-
-def group_id_for(dpid: int) -> int:
-    """Select-group id for routes towards switch ``dpid``: the dpid itself when it fits."""
-    if 0 < dpid < OFPG_MAX:
-        return dpid
-    return 1 + (dpid * 0x9E3779B1) % (OFPG_MAX - 1)
+ROUTE_GROUP_BASE = 0x0100_0000  # select groups of next-hop sets (below fast failover's)
+ROUTE_GROUP_SPAN = 0x0F00_0000
 
 
 # ---------------------------------------------------------------------------
@@ -184,81 +185,166 @@ def flow_plan(
     return plan
 
 
-def destination_plan(
-    dest: int,
-    hosts: list[Host],
-    routes: Routes,
-    switches: Iterable[int],
-    tenant_id: Callable[[Host], int] = lambda host: 0,
-) -> Plan:
-    """Routes to every host on switch ``dest``, at every switch.
+def delivery_plan(dest: int, hosts: list[tuple[Host, str]]) -> Plan:
+    """Delivery to the hosts on switch ``dest``: a packet for a host's Loom address gets
+    the host's real MAC back and leaves by its port. The host's IPv4 address rides in
+    the cookie and its Loom address in the match, so a restarted controller reads both
+    back from the switch (see ``held_hosts``)."""
+    rules = SwitchRules()
+    for host, address in hosts:
+        at_host = make_cookie(CookieKind.HOST, _ip_int(host.ip))
+        actions = (SetField("eth_dst", host.mac), Output(host.port))
+        match = Match.of(eth_dst=address)
+        rules.add_flow(FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, match, actions, cookie=at_host))
+    return {dest: rules} if rules.flows else {}
 
-    On ``dest`` a host's rule outputs to its port. Elsewhere, packets that entered from a
-    host go to a select group over all equal-cost next hops (hashed per flow), and
-    packets in transit take the host's rank-th next hop (spread per destination). Rules
-    for packets from edge ports require the destination's tenant id in metadata
-    (written by ADMIT), so no route exists between tenants; in transit that check was
-    already made at the ingress.
-    """
-    plan: Plan = {}
-    cookie = make_cookie(CookieKind.ROUTE, dest)
-    gid = group_id_for(dest)
-    for dpid in switches:
-        rules = SwitchRules()
-        ports = routes.next_ports(dpid, dest)
-        if dpid == dest:
-            for host in hosts:
-                local = (Output(host.port),)
-                from_host = Match.of(eth_dst=host.mac, metadata=_from_edge(tenant_id(host)))
-                transit = Match.of(eth_dst=host.mac, metadata=(META_FROM_FABRIC, META_FROM_FABRIC))
-                # the host's address rides in the cookie: a restarted controller reads
-                # its hosts back from the switches (see Fabric.switch_state)
-                at_host = make_cookie(CookieKind.HOST, _ip_int(host.ip))
-                for match in (from_host, transit):
-                    rules.add_flow(
-                        FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, match, local, cookie=at_host)
-                    )
-        elif ports and hosts:
+
+Block = tuple[int, int, int]  # (first switch index, log2 of the block size, action)
+TO_CONTROLLER = -1  # the action of an unreachable destination (and of the switch itself)
+
+
+def blocks(actions: dict[int, int], absorb: bool, default: int | None) -> list[Block]:
+    """Cover switch indexes with aligned blocks of one action each, as few as it takes.
+
+    ``absorb``: indexes that are no destination may take any action (transit switches:
+    no host has such an address, and the ingress lets no packet to one in). Blocks whose
+    action is ``default`` are left to the default rule. Without ``absorb`` every block
+    holds destinations only, so a forged address matches nothing and goes to the
+    controller (metered) instead of wandering through the fabric."""
+    keys = sorted(actions)
+    out: list[Block] = []
+
+    def cover(lo: int, size_log: int, first: int, last: int) -> None:
+        if first == last:
+            return
+        found = {actions[keys[i]] for i in range(first, last)}
+        full = last - first == 1 << size_log
+        if len(found) == 1 and (absorb or full):
+            action = found.pop()
+            if action != default:
+                out.append((lo, size_log, action))
+            return
+        half = lo + (1 << (size_log - 1))
+        mid = bisect.bisect_left(keys, half, first, last)
+        cover(lo, size_log - 1, first, mid)
+        cover(half, size_log - 1, mid, last)
+
+    cover(0, SWITCH_BITS, 0, len(keys))
+    return out
+
+
+def _block_match(lo: int, size_log: int, spread_bits: int, spread: int) -> tuple[str, str]:
+    value, mask = to_switch(lo, spread_bits, spread)
+    keep = mac_int(mask) & ~(((1 << size_log) - 1) << SWITCH_SHIFT)
+    return value, mac_str(keep)
+
+
+def _spread_bits(ports: tuple[int, ...]) -> int:
+    return (len(ports) - 1).bit_length() if len(ports) > 1 else 0
+
+
+def _select_gid(ports: tuple[int, ...], taken: dict[int, tuple[int, ...]]) -> int:
+    """A select group per set of next-hop ports, its id derived from the ports (so it
+    stays put while other sets come and go)."""
+    gid = ROUTE_GROUP_BASE + zlib.crc32(repr(ports).encode()) % ROUTE_GROUP_SPAN
+    while taken.get(gid, ports) != ports:
+        gid = ROUTE_GROUP_BASE + (gid - ROUTE_GROUP_BASE + 1) % ROUTE_GROUP_SPAN
+    taken[gid] = ports
+    return gid
+
+
+def route_plan(
+    dpid: int, routes: Routes, index_of: Callable[[int], int], from_hosts: bool
+) -> SwitchRules:
+    """One switch's routes towards every destination switch, by Loom address.
+
+    Packets in transit take one of the equal-cost next hops by the low bits of the
+    destination's slot (spread per destination host); packets from a host go to a
+    select group over them (hashed per flow), only where hosts can be. The most common
+    next-hop set becomes a default; the rest are aligned blocks of switch indexes, so a
+    fat-tree's core holds a few rules per pod, not one per host."""
+    cookie = make_cookie(CookieKind.ROUTE, dpid)
+    rules = SwitchRules()
+    sets, actions = _next_hop_sets(dpid, routes, index_of)
+    counts = Counter(a for a in actions.values() if a != TO_CONTROLLER)
+    default = min(counts, key=lambda a: (-counts[a], sets[a])) if counts else None
+    transit = (META_FROM_FABRIC, META_FROM_FABRIC)
+    cover = blocks(actions, True, default)
+    if default is not None:
+        cover.append((0, SWITCH_BITS, default))
+    for lo, size_log, action in cover:
+        prio = PRIO_ROUTE_DEFAULT if size_log == SWITCH_BITS else PRIO_ROUTE
+        ports = sets[action] if action != TO_CONTROLLER else ()
+        bits = _spread_bits(ports)
+        for spread in range(1 << bits):
+            eth = _block_match(lo, size_log, bits, spread)
+            match = Match.of(eth_dst=eth, metadata=transit)
+            hop = Output(ports[spread % len(ports)]) if ports else Output(OFPP_CONTROLLER)
+            meter = None if ports else METER_MISS
+            rules.add_flow(FlowRule(Table.ROUTE, prio, match, (hop,), meter=meter, cookie=cookie))
+    if from_hosts:
+        taken: dict[int, tuple[int, ...]] = {}
+        from_host = (0, META_FROM_FABRIC)
+        for lo, size_log, action in blocks(actions, False, None):
+            match = Match.of(eth_dst=_block_match(lo, size_log, 0, 0), metadata=from_host)
+            if action == TO_CONTROLLER:
+                miss = (Output(OFPP_CONTROLLER),)
+                rules.add_flow(
+                    FlowRule(Table.ROUTE, PRIO_ROUTE, match, miss, meter=METER_MISS, cookie=cookie)
+                )
+                continue
+            ports = sets[action]
+            gid = _select_gid(ports, taken)
             buckets = tuple(Bucket((Output(p),), weight=1, watch_port=p) for p in ports)
             rules.add_group(GroupRule(gid, GroupType.SELECT, buckets))
-            for rank, host in enumerate(hosts):
-                from_host = Match.of(eth_dst=host.mac, metadata=_from_edge(tenant_id(host)))
-                transit = Match.of(eth_dst=host.mac, metadata=(META_FROM_FABRIC, META_FROM_FABRIC))
-                out = Output(transit_port(ports, rank))
-                rules.add_flow(
-                    FlowRule(
-                        Table.ROUTE, PRIO_HOST_ROUTE, from_host, (GroupAction(gid),), cookie=cookie
-                    )
-                )
-                rules.add_flow(
-                    FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, transit, (out,), cookie=cookie)
-                )
-        if rules.flows or rules.groups:
-            plan[dpid] = rules
-    return plan
+            rules.add_flow(
+                FlowRule(Table.ROUTE, PRIO_ROUTE, match, (GroupAction(gid),), cookie=cookie)
+            )
+    return rules
+
+
+def _next_hop_sets(
+    dpid: int, routes: Routes, index_of: Callable[[int], int]
+) -> tuple[list[tuple[int, ...]], dict[int, int]]:
+    """Distinct next-hop port sets of one switch, and per destination switch index the
+    set it uses (``TO_CONTROLLER`` for the switch itself and unreachable ones)."""
+    ports, tight = routes.tight(dpid)
+    sets: list[tuple[int, ...]] = []
+    ids: dict[bytes, int] = {}
+    actions: dict[int, int] = {}
+    packed = np.packbits(tight, axis=0).T if tight.size else None
+    for col, dest in enumerate(routes.dests):
+        index = index_of(dest)  # type: ignore[arg-type]
+        if dest == dpid or packed is None or not packed[col].any():
+            actions[index] = TO_CONTROLLER
+            continue
+        key = packed[col].tobytes()
+        if key not in ids:
+            ids[key] = len(sets)
+            sets.append(tuple(p for p, t in zip(ports, tight[:, col], strict=True) if t))
+        actions[index] = ids[key]
+    return sets, actions
 
 
 def _ip_int(ip: str | None) -> int:
     return int(ipaddress.IPv4Address(ip)) if ip else 0
 
 
-def held_hosts(held: SwitchRules) -> list[tuple[str, str | None, int]]:
-    """(MAC, IP, port) of every host whose delivery rules a switch holds, each once
-    (a host has two: from its edge, from the fabric); the address rides in the cookie."""
-    found: dict[str, tuple[str, str | None, int]] = {}
+def held_hosts(held: SwitchRules) -> list[tuple[str, str | None, int, str]]:
+    """(MAC, IP, port, Loom address) of every host whose delivery rule a switch holds;
+    the IP rides in the cookie, the Loom address in the match."""
+    found: dict[str, tuple[str, str | None, int, str]] = {}
     for rule in held.flows.values():
-        if cookie_kind(rule.cookie) is not CookieKind.HOST or not rule.actions:
+        if cookie_kind(rule.cookie) is not CookieKind.HOST:
             continue
-        mac, out, ip_int = rule.match.get("eth_dst"), rule.actions[0], rule.cookie & 0xFFFF_FFFF
-        if isinstance(mac, str) and isinstance(out, Output) and mac not in found:
+        address = rule.match.get("eth_dst")
+        mac = next((a.value for a in rule.actions if isinstance(a, SetField)), None)
+        out = next((a for a in rule.actions if isinstance(a, Output)), None)
+        if isinstance(address, str) and isinstance(mac, str) and out and mac not in found:
+            ip_int = rule.cookie & 0xFFFF_FFFF
             ip = str(ipaddress.IPv4Address(ip_int)) if ip_int else None
-            found[mac] = (mac, ip, out.port)
+            found[mac] = (mac, ip, out.port, address)
     return list(found.values())
-
-
-def _from_edge(tenant: int) -> tuple[int, int]:
-    """Metadata of a packet that entered from an edge port of tenant ``tenant``."""
-    return (tenant << META_TENANT_SHIFT, META_TENANT_MASK | META_FROM_FABRIC)
 
 
 # ---------------------------------------------------------------------------

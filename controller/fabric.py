@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from controller.addressing import AddressBook
 from controller.arp import ArpService
 from controller.compiler import RuleStore, held_hosts
 from controller.engineer import TeConfig, TrafficEngineer
@@ -59,12 +60,13 @@ from controller.sources import (
     FastFailover,
     PlanInputs,
     PlanSource,
+    Routing,
     TenantAdmission,
 )
 from controller.sync import SwitchSync
 from controller.telemetry import Telemetry
 from controller.tenants import TenantView
-from controller.topology import Topology
+from controller.topology import Host, Topology
 
 if TYPE_CHECKING:
     from controller.policy.schema import Policy
@@ -74,6 +76,8 @@ log = logging.getLogger("loom.fabric")
 
 DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
 PROBES_PER_JOB = 64  # ARP probes a new job sends at once for hosts not heard from yet
+DISCOVERY_QUIET = 0.25  # seconds without a new link before a batched re-plan
+DISCOVERY_BATCH = 1.0  # ... or at most this long after the first change
 
 
 @dataclass(frozen=True)
@@ -103,12 +107,16 @@ class Fabric:
         self.topo = Topology()
         self.store = RuleStore()
         self.sync = SwitchSync(self.config.settle_time)
-        self.arp = ArpService(self.config.arp_probe_interval, self.config.arp_wait_timeout)
+        self.book = AddressBook()
+        self.arp = ArpService(
+            self.config.arp_probe_interval, self.config.arp_wait_timeout, self.address_of
+        )
         self.routes = empty_routes()
         self.telemetry = Telemetry()
         self.tenants = TenantView.of(None)
         self.base = BasePipeline(self.config.te.enabled, self.config.qos)
-        self.dests = Destinations()
+        self.routing = Routing(self.book)
+        self.dests = Destinations(self.book)
         self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
         self.jobs = JobBook(self.config.qos)
         self.admission = TenantAdmission()
@@ -116,6 +124,7 @@ class Fabric:
         # The order of a full re-plan; failover last, as it protects what routes use.
         self.sources: tuple[PlanSource, ...] = (
             self.base,
+            self.routing,
             self.dests,
             self.te,
             self.jobs,
@@ -124,9 +133,15 @@ class Fabric:
         )
         self.events: Counter[str] = Counter()
         self._dirty = False
+        self._dirty_since = 0.0  # when the learned graph first changed since the last plan
+        self._changed_at = 0.0  # when it last changed
         self._next_lldp = 0.0
         self._next_poll = 0.0
         self._last_change = 0.0  # last time the routed graph changed
+
+    def address_of(self, host: Host) -> str:
+        """The MAC Loom hands out for ``host`` (see ``controller.addressing``)."""
+        return self.book.address(host.mac, host.dpid, self.tenants.id_of(host.tenant))
 
     def inputs(self) -> PlanInputs:
         return PlanInputs(self.topo, self.routes, self.tenants, self.capacity)
@@ -136,6 +151,8 @@ class Fabric:
         """A switch connected: read what it holds before changing anything (it may have
         kept forwarding while Loom was away), and start discovery."""
         self.events["switch_up"] += 1
+        if dpid not in self.routes.index:  # a switch new to the routes: plan in a batch
+            self._mark_dirty(now)
         self.topo.add_switch(dpid, ports)
         self.telemetry.forget_switch(dpid)
         self.sync.connected(dpid)
@@ -174,13 +191,16 @@ class Fabric:
         self.store.adopt(dpid, held)
         self._recover_hosts(now, dpid, held)
         self.events["switch_adopted"] += 1
+        if self._dirty:  # switches are coming up: planned once discovery pauses
+            return {}
         return self._replan_all(now)
 
     def _recover_hosts(self, now: float, dpid: int, held: SwitchRules) -> None:
-        for mac, ip, port in held_hosts(held):
+        for mac, ip, port, address in held_hosts(held):
             tenant = self.tenants.tenant_of(mac, ip, dpid, port)
             if tenant is None:
                 continue
+            self.book.adopt(dpid, mac, address)
             known = self.topo.hosts.get(mac)
             if known is None:  # a host that spoke since is fresher than its old rule
                 self.topo.learn_host(now, mac, ip, dpid, port, tenant)
@@ -223,7 +243,7 @@ class Fabric:
         if isinstance(frame, LldpFrame):
             self.events["lldp_in"] += 1
             if self.topo.link_seen(now, (frame.dpid, frame.port), (pkt.dpid, pkt.in_port)):
-                self._dirty = True
+                self._mark_dirty(now)
             return {}
         if isinstance(frame, ArpFrame):
             self.events["arp_in"] += 1
@@ -234,6 +254,7 @@ class Fabric:
             return merge(out, packets)
         if isinstance(frame, EthFrame) and cookie_kind(pkt.cookie) is CookieKind.CATCH:
             self.events["flow_in"] += 1
+            frame = replace(frame, eth_dst=self.book.host_at(frame.eth_dst) or frame.eth_dst)
             return self._commit(
                 self.te.caught(now, self.topo, self.routes, pkt.dpid, pkt.in_port, frame)
             )
@@ -245,19 +266,21 @@ class Fabric:
     def _route_miss(self, pkt: PacketIn, frame: EthFrame) -> Messages:
         """A packet that beat its route to a switch: re-inject it once the route exists.
         Between tenants there is no route on purpose: such packets are dropped here."""
-        src, dst = self.topo.hosts.get(frame.eth_src), self.topo.hosts.get(frame.eth_dst)
+        dst_mac = self.book.host_at(frame.eth_dst)
+        src, dst = self.topo.hosts.get(frame.eth_src), self.topo.hosts.get(dst_mac or "")
         from_edge = not self.topo.is_fabric_port((pkt.dpid, pkt.in_port))
         crossing = src is None or dst is None or src.tenant != dst.tenant
         if self.tenants.enforcing and from_edge and crossing:
             self.events["isolation_dropped"] += 1
             return {}
-        dest = self.dests.routed_to(frame.eth_dst)
-        owner = (OwnerKind.DEST, dest)
-        rules = self.store.parts.get(owner, {}).get(pkt.dpid) if dest is not None else None
+        dest = self.dests.routed_to(dst_mac) if dst_mac else None
+        delivery = self.store.parts.get((OwnerKind.DEST, dest), {}).get(dest or 0)
+        routed = dest == pkt.dpid or (OwnerKind.ROUTE, pkt.dpid) in self.store.parts
         if (
             not pkt.data
-            or rules is None
-            or not any(r.match.get("eth_dst") == frame.eth_dst for r in rules.flows.values())
+            or delivery is None
+            or not routed
+            or not any(r.match.get("eth_dst") == frame.eth_dst for r in delivery.flows.values())
         ):
             self.events["route_miss_dropped"] += 1
             return {}
@@ -304,9 +327,10 @@ class Fabric:
                 now - link.last_seen,
             )
         if expired:
-            self._dirty = True
+            self._mark_dirty(now)
         self.arp.expire(now)
-        if self._dirty:
+        quiet = now - self._changed_at >= DISCOVERY_QUIET
+        if self._dirty and (quiet or now - self._dirty_since >= DISCOVERY_BATCH):
             merge(out, self._replan_all(now))
         merge(
             out,
@@ -320,6 +344,13 @@ class Fabric:
             for dpid in sorted(self.topo.switches):
                 merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
         return out
+
+    def _mark_dirty(self, now: float) -> None:
+        """The learned graph changed: re-plan once discovery pauses (a fabric coming up
+        finds thousands of links within a second; each re-plan costs the whole fabric)."""
+        if not self._dirty:
+            self._dirty, self._dirty_since = True, now
+        self._changed_at = now
 
     def _settle(self, now: float) -> Messages:
         """Switches read back after a (re)connect, once discovery has been quiet: those
@@ -369,14 +400,18 @@ class Fabric:
         self.timings, self.te.timings = [], []
         return out
 
+    def recompute(self, now: float) -> Messages:
+        """Recompute every route and plan from scratch (what a topology change costs at
+        most); only differences are sent."""
+        return self._replan_all(now)
+
     def _replan_all(self, now: float) -> Messages:
         """Every source plans from fresh routes; owners no source claims any more go."""
         self._dirty = False
         self._last_change = max(self._last_change, now)
         self.events["replan_all"] += 1
         started = self.timer()
-        dests = sorted({h.dpid for h in self.topo.hosts.values()})
-        self.routes = compute_routes(self.topo.graph(), dests)
+        self.routes = compute_routes(self.topo.graph(), self._destinations())
         inputs = self.inputs()
         plans: Plans = {}
         for source in self.sources:
@@ -387,6 +422,12 @@ class Fabric:
                 for owner in self.store.owners(kind):
                     plans.setdefault(owner, {})
         return self._commit(plans)
+
+    def _destinations(self) -> list[int]:
+        """Switches hosts can be on: those with edge ports (or hosts)."""
+        dests = {h.dpid for h in self.topo.hosts.values()}
+        dests.update(d for d in self.topo.switches if self.topo.edge_ports(d))
+        return sorted(dests)
 
     def _replan_host(self, now: float, mac: str) -> Messages:
         """A host appeared or moved: re-plan its switch (and any switch it left)."""

@@ -12,7 +12,8 @@ from controller.model import SwitchRules
 
 class OwnerKind(StrEnum):
     BASE = "base"  # per switch: pipeline skeleton, LLDP/ARP catch, meters, DSCP classes
-    DEST = "dest"  # per destination switch: delivery rules and ECMP groups towards it
+    ROUTE = "route"  # per switch: its routes towards every destination switch
+    DEST = "dest"  # per destination switch: delivery to its hosts
     FLOW = "flow"  # per tracked flow: traffic engineering's pins
     QUIET = "quiet"  # per edge port: flow tracking paused (expires on its own)
     JOB = "job"  # per collective job: its placed pairs
@@ -22,7 +23,7 @@ class OwnerKind(StrEnum):
     @property
     def follows_routes(self) -> bool:
         """Rules that forward along routes: fast failover wraps their outputs."""
-        return self in (OwnerKind.DEST, OwnerKind.FLOW, OwnerKind.JOB)
+        return self in (OwnerKind.ROUTE, OwnerKind.FLOW, OwnerKind.JOB)
 
 
 Owner = tuple[OwnerKind, Hashable]

@@ -34,9 +34,9 @@ def minimal_paths(routes: Routes, src: int, dst: int, limit: int = 16) -> list[P
     """Up to ``limit`` equal-cost paths along the next-hop sets, in port order."""
     if src == dst:
         return [()]
-    hops = routes.ports.get(dst)
-    if hops is None:
+    if dst not in routes.index:
         return []
+    hops = routes.hops_to(dst)
     return _walk(routes.graph, lambda node: hops.get(node, ()), src, dst, limit)
 
 

@@ -65,22 +65,36 @@ def back_gid(port: int) -> int:
     return BACK_BASE | port
 
 
-def detour(g: nx.MultiDiGraph, u: int, port: int) -> list[tuple[int, int]] | None:
+Adjacency = dict[int, list[tuple[int, int, int]]]  # switch -> [(port, peer, peer port)]
+
+
+def adjacency(g: nx.MultiDiGraph) -> Adjacency:
+    """Every switch's links in port order, read once from the graph."""
+    adj: Adjacency = {}
+    for u, v, k, d in g.edges(keys=True, data=True):
+        adj.setdefault(u, []).append((k, v, d.get("dst_port", 0)))
+    for links in adj.values():
+        links.sort()
+    return adj
+
+
+def detour(
+    g: nx.MultiDiGraph, u: int, port: int, adj: Adjacency | None = None
+) -> list[tuple[int, int]] | None:
     """Hops (switch, out port) from u to the far end of u:port, avoiding that link in
     both directions; breadth first, lowest port first, so the answer is deterministic."""
-    edge = next(((v, d) for _, v, k, d in g.out_edges(u, keys=True, data=True) if k == port), None)
+    adj = adjacency(g) if adj is None else adj
+    edge = next(((v, d) for k, v, d in adj.get(u, ()) if k == port), None)
     if edge is None:
         return None
-    v, data = edge
-    banned = {(u, port), (v, data.get("dst_port"))}
+    v, far = edge
+    banned = {(u, port), (v, far)}
     parent: dict[int, tuple[int, int]] = {}
     seen, queue = {u}, deque([u])
-    while queue:
+    while queue and v not in parent:
         node = queue.popleft()
-        if node == v:
-            break
-        for _, nxt, key in sorted(g.out_edges(node, keys=True), key=lambda e: e[2]):
-            if (node, key) not in banned and nxt not in seen:
+        for key, nxt, _ in adj.get(node, ()):
+            if nxt not in seen and (node, key) not in banned:
                 seen.add(nxt)
                 parent[nxt] = (node, key)
                 queue.append(nxt)
@@ -92,6 +106,14 @@ def detour(g: nx.MultiDiGraph, u: int, port: int) -> list[tuple[int, int]] | Non
         hops.append((prev, key))
         node = prev
     return hops[::-1]
+
+
+Detours = dict[tuple[int, int], list[tuple[int, int]] | None]
+
+
+def still_valid(hops: list[tuple[int, int]] | None, live: set[tuple[int, int]]) -> bool:
+    """A detour found earlier that the graph still carries hop for hop."""
+    return hops is not None and all(hop in live for hop in hops)
 
 
 @dataclass
@@ -116,21 +138,27 @@ def tunnel_ids(links: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
 
 
 def protection_plans(
-    g: nx.MultiDiGraph, known: Iterable[tuple[int, int]] = ()
-) -> tuple[dict[int, Plan], Protection]:
-    """Per switch: its fast-failover groups and tunnel rules; and where they stand.
-    ``known``: links seen before (now down or gone), which keep their tunnel ids."""
+    g: nx.MultiDiGraph, known: Iterable[tuple[int, int]] = (), earlier: Detours | None = None
+) -> tuple[dict[int, Plan], Protection, Detours]:
+    """Per switch: its fast-failover groups and tunnel rules; where they stand; and the
+    detours used. ``known``: links seen before (now down or gone), which keep their
+    tunnel ids. ``earlier``: detours of the last plan, kept while the graph still carries
+    them (a link event re-searches only the detours it broke)."""
     plans: dict[int, Plan] = {}
     prot = Protection()
-    detours: dict[tuple[int, int], list[tuple[int, int]] | None] = {}
-    live = sorted((u, k) for u, _, k in g.edges(keys=True))
+    detours: Detours = {}
+    adj = adjacency(g)
+    live = sorted((u, k) for u, links in adj.items() for k, _, _ in links)
+    alive = set(live)
     ids = tunnel_ids([*live, *known])
     links = [(ids[link], link) for link in live if link in ids]
     for tunnel, (u, port) in links:
-        hops = detours[(u, port)] = detour(g, u, port)
+        kept = (earlier or {}).get((u, port))
+        hops = kept if still_valid(kept, alive) else detour(g, u, port, adj)
+        detours[(u, port)] = hops
         prot.first.setdefault(u, {})[port] = hops[0][1] if hops else None
         if hops and len(hops) > 1:
-            end, arrival = _tunnel_rules(g, hops, tunnel, plans)
+            end, arrival = _tunnel_rules(adj, hops, tunnel, plans)
             prot.arrivals.setdefault(end, set()).add(arrival)
     for tunnel, (u, port) in links:
         hops, rules = detours[(u, port)], _rules(plans, u)
@@ -146,7 +174,7 @@ def protection_plans(
         if port in prot.arrivals.get(u, ()):
             home = Bucket((Output(OFPP_IN_PORT),), 0, watch_port=port)
             rules.add_group(GroupRule(back_gid(port), GroupType.FAST_FAILOVER, (home, around)))
-    return plans, prot
+    return plans, prot, detours
 
 
 def _rules(plans: dict[int, Plan], dpid: int) -> SwitchRules:
@@ -163,7 +191,7 @@ def _detour_bucket(hops: list[tuple[int, int]], tunnel: int, uturn: bool = False
 
 
 def _tunnel_rules(
-    g: nx.MultiDiGraph, hops: list[tuple[int, int]], tunnel: int, plans: dict[int, Plan]
+    adj: Adjacency, hops: list[tuple[int, int]], tunnel: int, plans: dict[int, Plan]
 ) -> tuple[int, int]:
     """Rules that carry tunnel ``tunnel`` along ``hops``; returns where it ends (switch,
     arrival port)."""
@@ -173,11 +201,7 @@ def _tunnel_rules(
         rule = FlowRule(Table.CLASSIFY, PRIO_TUNNEL, match, (Output(port),), cookie=cookie)
         _rules(plans, dpid).add_flow(rule)
     last_switch, last_port = hops[-1]
-    end, arrival = next(
-        (v, d["dst_port"])
-        for _, v, k, d in g.out_edges(last_switch, keys=True, data=True)
-        if k == last_port
-    )
+    end, arrival = next((v, far) for k, v, far in adj[last_switch] if k == last_port)
     meta = (META_FROM_FABRIC, META_FROM_FABRIC)
     cookie = make_cookie(CookieKind.PROTECT, end)
     pop = FlowRule(

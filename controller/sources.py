@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from controller.compiler import base_plan, destination_plan, union_plans
+from controller.addressing import AddressBook
+from controller.compiler import base_plan, delivery_plan, route_plan, union_plans
 from controller.model import PortRef
 from controller.owners import Owner, OwnerKind, Plan, Plans
-from controller.protection import Protection, protect, protection_plans
-from controller.routing import Routes, add_destination
+from controller.protection import Detours, Protection, protect, protection_plans
+from controller.routing import Routes
 from controller.tenants import TenantView, admit_plan
 from controller.topology import Host, Topology
 
@@ -70,22 +71,41 @@ class BasePipeline:
 
 
 @dataclass
-class Destinations:
-    """Per destination switch: delivery to its hosts and the ECMP groups towards it
-    everywhere. Remembers which switch each host MAC is routed to, for host moves and
-    for packets that beat their route (``routed_to``)."""
+class Routing:
+    """Per switch: its routes towards every destination switch, by Loom address (see
+    ``controller.addressing``): they do not change when hosts come and go."""
 
+    book: AddressBook
+    kinds: tuple[OwnerKind, ...] = (OwnerKind.ROUTE,)
+
+    def plan(self, inputs: PlanInputs, dpid: int) -> Plan:
+        from_hosts = bool(inputs.topo.edge_ports(dpid))
+        return {dpid: route_plan(dpid, inputs.routes, self.book.switch_index, from_hosts)}
+
+    def plan_all(self, inputs: PlanInputs) -> Plans:
+        return self.plan_some(inputs, inputs.topo.switches)
+
+    def plan_some(self, inputs: PlanInputs, switches: Iterable[int]) -> Plans:
+        return {(OwnerKind.ROUTE, d): self.plan(inputs, d) for d in sorted(switches)}
+
+
+@dataclass
+class Destinations:
+    """Per destination switch: delivery to its hosts under their Loom addresses.
+    Remembers which switch each host MAC is delivered on, for host moves and for packets
+    that beat their route (``routed_to``)."""
+
+    book: AddressBook
     kinds: tuple[OwnerKind, ...] = (OwnerKind.DEST,)
     _routed_to: dict[str, int] = field(default_factory=dict)  # host MAC -> dest switch
     _macs_at: dict[int, set[str]] = field(default_factory=dict)
 
+    def address(self, inputs: PlanInputs, host: Host) -> str:
+        return self.book.address(host.mac, host.dpid, inputs.tenants.id_of(host.tenant))
+
     def plan(self, inputs: PlanInputs, dest: int) -> Plan:
-        if dest not in inputs.routes.ports:
-            add_destination(inputs.routes, dest)
         hosts = inputs.topo.hosts_at(dest)
-        switches = sorted(inputs.topo.switches)
-        tenant_id = inputs.tenants.id_of
-        return destination_plan(dest, hosts, inputs.routes, switches, lambda h: tenant_id(h.tenant))
+        return delivery_plan(dest, [(h, self.address(inputs, h)) for h in hosts])
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         dests = sorted({h.dpid for h in inputs.topo.hosts.values()})
@@ -104,7 +124,7 @@ class Destinations:
         return self._routed_to.get(mac)
 
     def committed(self, topo: Topology, dest: int, planned: bool) -> None:
-        """Note where each host MAC is routed once its destination's plan is sent."""
+        """Note where each host MAC is delivered once its destination's plan is sent."""
         for mac in self._macs_at.pop(dest, set()):
             if self._routed_to.get(mac) == dest:
                 del self._routed_to[mac]
@@ -153,6 +173,7 @@ class FastFailover:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.PROTECT,)
     protection: Protection = field(default_factory=Protection)
     _links_seen: set[PortRef] = field(default_factory=set)
+    _detours: Detours = field(default_factory=dict)
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         self.protection = Protection()
@@ -160,7 +181,9 @@ class FastFailover:
             return {}
         graph = inputs.routes.graph
         self._links_seen.update((u, k) for u, _, k in graph.edges(keys=True))
-        detours, self.protection = protection_plans(graph, self._links_seen)
+        detours, self.protection, self._detours = protection_plans(
+            graph, self._links_seen, self._detours
+        )
         return {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
 
     def guard(self, owner: Owner, plan: Plan) -> Plan:

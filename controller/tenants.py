@@ -3,8 +3,9 @@
 Every frame a host sends is checked where it enters: the ADMIT table passes only
 untagged IPv4 from a tenant member's own port, MAC and IP, and writes the tenant's id
 into metadata; anything else from an edge port is dropped there (spoofed MACs or IPs,
-VLAN tags, other ethertypes, hosts in no tenant). A host's routes from edge ports
-require its own tenant's id, so a frame addressed to another tenant matches no route.
+VLAN tags, other ethertypes, hosts in no tenant), and so is a frame to any address
+but a Loom address of the sender's own tenant (the tenant id is part of every address
+Loom hands out, see ``controller.addressing``).
 ARP never crosses the fabric: the controller answers it, and only within a tenant.
 Without a policy the fabric is open: everyone is tenant 0 and ADMIT passes all.
 """
@@ -15,6 +16,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from controller.addressing import of_tenant
 from controller.model import (
     ETH_TYPE_IPV4,
     META_TENANT_MASK,
@@ -118,7 +120,8 @@ class TenantView:
 
 
 def admit_plan(view: TenantView, tenant: str, hosts: list[Host]) -> dict[int, SwitchRules]:
-    """ADMIT rules (and the bandwidth meter) for one tenant's learned hosts."""
+    """ADMIT rules (and the bandwidth meter) for one tenant's learned hosts: a frame
+    passes only to a Loom address of the same tenant (``controller.addressing``)."""
     plan: dict[int, SwitchRules] = {}
     ident = view.id_of(tenant)
     cookie = make_cookie(CookieKind.TENANT, ident)
@@ -135,6 +138,7 @@ def admit_plan(view: TenantView, tenant: str, hosts: list[Host]) -> dict[int, Sw
             vlan_vid=OFPVID_NONE,
             eth_type=ETH_TYPE_IPV4,
             ipv4_src=host.ip,
+            eth_dst=of_tenant(ident),
         )
         meter = ident if cap else None
         meta = (ident << META_TENANT_SHIFT, META_TENANT_MASK)

@@ -58,8 +58,14 @@ class FabricView:
     # -- what was planned -----------------------------------------------------
     def next_hops(self, dest: int) -> Mapping[int, tuple[int, ...]]:
         """Per switch, the ports that lead towards the destination switch ``dest``."""
-        hops: dict[int, tuple[int, ...]] = self._f.routes.ports.get(dest, {})  # type: ignore[assignment]
-        return MappingProxyType(hops)
+        routes = self._f.routes
+        hops = routes.hops_to(dest) if dest in routes.index else {}
+        return MappingProxyType(hops)  # type: ignore[arg-type]
+
+    def address_of(self, mac: str) -> str | None:
+        """The MAC Loom hands out for the host ``mac`` (what its peers' ARP learns)."""
+        host = self._f.topo.hosts.get(mac)
+        return self._f.address_of(host) if host is not None else None
 
     def peers(self) -> dict[PortRef, int]:
         """The switch at the far end of every routed link (by its source port)."""
@@ -144,7 +150,13 @@ class FabricView:
             "switches": sorted(topo.switches),
             "links": [{"src": list(s), "dst": list(d)} for s, d in links],
             "hosts": [
-                {"mac": h.mac, "ip": h.ip, "dpid": h.dpid, "port": h.port}
+                {
+                    "mac": h.mac,
+                    "ip": h.ip,
+                    "dpid": h.dpid,
+                    "port": h.port,
+                    "address": self._f.address_of(h),
+                }
                 for h in sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port, h.mac))
             ],
             "groups": None if groups is None else len(set(groups.values())),

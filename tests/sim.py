@@ -78,6 +78,7 @@ class LoomSim:
     def __init__(self, graph: nx.MultiGraph, config: FabricConfig | None = None) -> None:
         self.graph = graph
         self.fake = FakeFabric(graph)
+        self.fake.addresses = lambda mac: self.view.address_of(mac)
         # Traffic engineering copies each new flow's packets to the controller: off unless
         # a test asks for it, so routing tests see plain unicast delivery.
         self.core = Fabric(config or FabricConfig(te=TeConfig(enabled=False)))

@@ -11,7 +11,8 @@ from typing import Any
 import networkx as nx
 import pytest
 
-from controller.compiler import base_plan, destination_plan, diff
+from controller.addressing import pmac
+from controller.compiler import base_plan, delivery_plan, diff, route_plan
 from controller.model import (
     OFPP_CONTROLLER,
     OFPP_IN_PORT,
@@ -46,7 +47,7 @@ from controller.model import (
 )
 from controller.ofp import encode, frames
 from controller.ofp.compat import ofp, parser
-from controller.routing import Routes
+from controller.routing import compute_routes
 from controller.topology import Host
 
 OVS_OFCTL = shutil.which("ovs-ofctl")
@@ -254,10 +255,17 @@ def test_flow_mod_round_trips_through_ryus_parser() -> None:
 
 
 def test_compiled_rules_of_a_whole_switch_parse(tmp_path: Path) -> None:
-    hosts = [Host(f"02:00:00:00:00:0{i}", f"10.0.0.{i}", 2, i, 0.0) for i in (1, 2)]
-    routes = Routes(nx.MultiDiGraph(), None, {}, {2: {1: (3, 4)}})
+    hosts = [Host(f"02:00:00:00:00:0{i}", f"10.0.0.{i}", 1, i, 0.0) for i in (1, 2)]
+    g = nx.MultiDiGraph()
+    for port, peer in ((3, 5), (4, 6)):
+        g.add_edge(1, peer, key=port, dst_port=1)
+        g.add_edge(peer, 1, key=1, dst_port=port)
+        g.add_edge(peer, 2, key=2, dst_port=port)
+        g.add_edge(2, peer, key=port, dst_port=2)
+    routes = compute_routes(g, [1, 2])
+    delivery = delivery_plan(1, [(h, pmac(0, 1, i)) for i, h in enumerate(hosts)])[1]
     want = SwitchRules()
-    for plan in (base_plan(1, [3, 4]), destination_plan(2, hosts, routes, [1, 2])[1]):
+    for plan in (base_plan(1, [3, 4]), route_plan(1, routes, lambda d: d, True), delivery):
         want.flows.update(plan.flows)
         want.groups.update(plan.groups)
     msgs = diff(SwitchRules(), want)

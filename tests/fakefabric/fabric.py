@@ -9,7 +9,7 @@ host, dropped, sent to the controller, looped or out of hops.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import networkx as nx
@@ -47,6 +47,9 @@ class FakeFabric:
         self._port_down: set[tuple[int, int]] = set()
         self._log: dict[int, list[Any]] = {}
         self._packet_outs: dict[int, list[Any]] = {}
+        # What a sender's ARP cache holds for a host's real MAC (a controller handing out
+        # its own addresses sets it); ``packet`` addresses IP packets with it.
+        self.addresses: Callable[[str], str | None] | None = None
         for name, data in graph.nodes(data=True):
             if data.get("kind") == "switch":
                 dpid = int(data["dpid"])
@@ -185,6 +188,8 @@ class FakeFabric:
             if request:
                 pkt["eth_dst"] = BROADCAST
         elif kind in ("tcp", "udp", "icmp"):
+            learned = self.addresses(d["mac"]) if self.addresses else None
+            pkt["eth_dst"] = learned or d["mac"]
             pkt.update(eth_type=0x0800, ipv4_src=s["ip"], ipv4_dst=d["ip"])
             pkt.update(ip_dscp=0, ip_ecn=0, ip_ttl=64)
             if kind == "tcp":

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import networkx as nx
 
+from controller.addressing import to_switch
 from controller.compiler import (
     RuleStore,
     base_plan,
-    destination_plan,
+    blocks,
+    delivery_plan,
     diff,
-    group_id_for,
+    held_hosts,
+    route_plan,
     union_plans,
 )
 from controller.model import (
     META_FROM_FABRIC,
-    META_TENANT_MASK,
+    OFPP_CONTROLLER,
     Bucket,
     FlowMod,
     FlowRule,
@@ -27,11 +30,12 @@ from controller.model import (
     MeterRule,
     Op,
     Output,
+    SetField,
     SwitchRules,
     Table,
 )
 from controller.owners import OwnerKind
-from controller.routing import Routes
+from controller.routing import compute_routes
 from controller.topology import Host
 
 
@@ -149,40 +153,63 @@ def test_everything_bound_for_the_controller_is_metered() -> None:
     assert arp[3].actions == () and arp[4].actions == ()  # ARP from another switch: dropped
 
 
-def test_destination_plan_hashes_at_ingress_and_spreads_in_transit() -> None:
-    hosts = [
-        Host("02:00:00:00:00:0a", "10.0.0.10", 2, 1, 0.0),
-        Host("02:00:00:00:00:0b", "10.0.0.11", 2, 2, 0.0),
-    ]
-    routes = Routes(nx.MultiDiGraph(), None, {}, {2: {1: (3, 4), 3: (7,)}})
-    plan = destination_plan(2, hosts, routes, [1, 2, 3])
-    local = plan[2].flows
-    assert {r.actions for r in local.values()} == {(Output(1),), (Output(2),)}
-    assert len(local) == 4  # per host: from an edge port (tenant checked) and in transit
-    gid = group_id_for(2)
-    assert plan[1].groups[gid].buckets == (
+def leaf_spine() -> nx.MultiDiGraph:
+    """Leaves 1, 2, 3 (ports 3 and 4 up to spines 10 and 11; spine port = leaf number)."""
+    g = nx.MultiDiGraph()
+    for leaf in (1, 2, 3):
+        for port, spine in ((3, 10), (4, 11)):
+            g.add_edge(leaf, spine, key=port, dst_port=leaf)
+            g.add_edge(spine, leaf, key=leaf, dst_port=port)
+    return g
+
+
+def test_route_plan_hashes_at_ingress_and_spreads_by_slot_in_transit() -> None:
+    routes = compute_routes(leaf_spine(), [1, 2, 3])
+    plan = route_plan(1, routes, lambda dpid: dpid, from_hosts=True)
+    transit = {
+        r.match.get("eth_dst"): r.actions
+        for r in plan.flows.values()
+        if r.match.get("metadata") == (META_FROM_FABRIC, META_FROM_FABRIC)
+    }
+    # the default: any Loom address, by the slot's low bit, over both spines
+    assert transit[to_switch(None, 1, 0)] == (Output(3),)
+    assert transit[to_switch(None, 1, 1)] == (Output(4),)
+    # the switch itself: an address it does not deliver goes to the controller (the
+    # block takes index 0 too: no switch has it, so no packet carries it in transit)
+    itself = ("0a:00:00:00:00:00", "ff:00:00:ff:f8:00")
+    assert transit[itself] == (Output(OFPP_CONTROLLER),)
+    assert len(transit) == 3
+    ingress = [r for r in plan.flows.values() if r.match.get("metadata") == (0, META_FROM_FABRIC)]
+    (gid,) = plan.groups
+    assert plan.groups[gid].buckets == (
         Bucket((Output(3),), 1, watch_port=3),
         Bucket((Output(4),), 1, watch_port=4),
     )
-    transit = sorted(
-        (
-            r
-            for r in plan[1].flows.values()
-            if r.match.get("metadata") == (META_FROM_FABRIC, META_FROM_FABRIC)
-        ),
-        key=lambda r: str(r.match.get("eth_dst")),
-    )
-    assert [r.actions for r in transit] == [(Output(3),), (Output(4),)]  # rank 0 -> 3, rank 1 -> 4
-    ingress = [
-        r
-        for r in plan[1].flows.values()
-        if r.match.get("metadata") == (0, META_TENANT_MASK | META_FROM_FABRIC)
-    ]
-    assert all(r.actions == (GroupAction(gid),) for r in ingress) and len(ingress) == 2
-    assert plan[3].groups[gid].buckets == (Bucket((Output(7),), 1, watch_port=7),)
+    # leaves 2 and 3 share next hops: one aligned block {2, 3}; leaf 1 is itself
+    by_match = {r.match.get("eth_dst"): r.actions for r in ingress}
+    block = ("0a:00:00:00:08:00", "ff:00:00:ff:f8:00")
+    assert by_match == {block: (GroupAction(gid),), to_switch(1): (Output(OFPP_CONTROLLER),)}
 
 
-def test_group_ids_are_stable_and_in_range() -> None:
-    assert group_id_for(17) == 17
-    big = group_id_for(0xFFFF_0000_0000)
-    assert 0 < big < 0xFFFFFF00 and big == group_id_for(0xFFFF_0000_0000)
+def test_route_plan_of_a_spine_has_one_rule_per_leaf_and_no_ingress_rules() -> None:
+    routes = compute_routes(leaf_spine(), [1, 2, 3])
+    plan = route_plan(10, routes, lambda dpid: dpid, from_hosts=False)
+    assert not plan.groups
+    outs = {r.actions for r in plan.flows.values()}
+    assert len(plan.flows) == 3 and outs == {(Output(1),), (Output(2),), (Output(3),)}
+
+
+def test_blocks_cover_each_destination_once_and_never_absorb_at_the_ingress() -> None:
+    actions = {4: 0, 5: 0, 6: 0, 7: 0, 8: 1, 9: 1, 12: 0}
+    assert blocks(actions, absorb=False, default=None) == [(4, 2, 0), (8, 1, 1), (12, 0, 0)]
+    # in transit, indexes no switch has take any action: fewer, larger blocks
+    assert blocks(actions, absorb=True, default=0) == [(8, 2, 1)]
+
+
+def test_delivery_restores_the_real_address() -> None:
+    host = Host("02:00:00:00:00:0a", "10.0.0.10", 2, 1, 0.0)
+    plan = delivery_plan(2, [(host, "0a:00:00:00:08:00")])
+    (rule,) = plan[2].flows.values()
+    assert rule.match == Match.of(eth_dst="0a:00:00:00:08:00")
+    assert rule.actions == (SetField("eth_dst", host.mac), Output(1))
+    assert held_hosts(plan[2]) == [(host.mac, host.ip, 1, "0a:00:00:00:08:00")]

@@ -6,6 +6,7 @@ from controller.arp import ARP_REPLY, ARP_REQUEST, BROADCAST, ZERO_IP
 from controller.fabric import Fabric, FabricConfig
 from controller.model import (
     CONTROLLER_MAC,
+    META_FROM_FABRIC,
     OFPP_TABLE,
     Action,
     ArpFrame,
@@ -13,7 +14,6 @@ from controller.model import (
     FlowMod,
     FlowRule,
     GroupAction,
-    GroupMod,
     LldpFrame,
     Messages,
     Op,
@@ -75,7 +75,10 @@ def test_switch_up_reads_the_switch_first_then_installs_the_base_pipeline() -> N
     assert all(r.sync for r in reads) and not any(isinstance(m, FlowMod) for m in out[7])
     lldp = [m.frame for m in packet_outs(out, 7)]
     assert lldp == [LldpFrame(7, 1), LldpFrame(7, 2)]
-    installed = f.switch_state(5.1, 7, [], [], [])
+    # a switch new to the fabric is planned in a batch, once discovery pauses
+    assert f.switch_state(5.1, 7, [], [], []) == {}
+    assert f.tick(5.2) == {} or not any(isinstance(m, FlowMod) for m in f.tick(5.2).get(7, []))
+    installed = f.tick(5.4)
     assert any(isinstance(m, FlowMod) and m.op is Op.ADD for m in installed[7])
 
 
@@ -85,7 +88,8 @@ def test_lldp_discovers_links_and_batches_the_replan_into_tick() -> None:
     up(f, 2, ports(1, 3))
     assert f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3))) == {}
     assert f.topo.is_fabric_port((1, 3)) and f.topo.is_fabric_port((2, 3))
-    out = f.tick(0.2)
+    assert not any(isinstance(m, FlowMod) for ms in f.tick(0.2).values() for m in ms)
+    out = f.tick(0.4)  # discovery quiet for 0.25 s: one re-plan
     on_port_3 = [
         m for m in out.get(1, []) if isinstance(m, FlowMod) and m.rule.match.get("in_port") == 3
     ]
@@ -124,14 +128,16 @@ def test_arp_for_unknown_host_probes_edge_ports_only_then_answers() -> None:
     answer = packet_outs(out, 1)
     assert len(answer) == 1 and answer[0].actions == (Output(1),)
     frame = answer[0].frame
+    address = f.address_of(f.topo.hosts[B])  # the address Loom hands out for B
     assert isinstance(frame, ArpFrame) and (frame.op, frame.sha, frame.spa, frame.tha) == (
         ARP_REPLY,
-        B,
+        address,
         "10.0.0.2",
         A,
     )
-    # and B's routes were planned in the same step, before the answer
-    assert any(isinstance(m, FlowMod) and m.rule.match.get("eth_dst") == B for m in out[1])
+    assert address != B and frame.eth_src == address
+    # and B's delivery was planned in the same step, before the answer
+    assert any(isinstance(m, FlowMod) and m.rule.match.get("eth_dst") == address for m in out[2])
 
 
 def test_arp_for_known_host_is_answered_directly_without_probe() -> None:
@@ -206,10 +212,26 @@ def _out_ports(rules: SwitchRules, actions: tuple[Action, ...]) -> set[int]:
     return ports
 
 
-def _routes_to(rules: SwitchRules, mac: str) -> list[FlowRule]:
-    return [
-        r for r in rules.flows.values() if r.table is Table.ROUTE and r.match.get("eth_dst") == mac
-    ]
+def _hits(rules: SwitchRules, address: str) -> list[FlowRule]:
+    """The ROUTE rules a packet to ``address`` hits: from a host and in transit."""
+    value = int(address.replace(":", ""), 16)
+    found = []
+    for meta in (0, META_FROM_FABRIC):
+        matching = []
+        for r in rules.flows.values():
+            eth, md = r.match.get("eth_dst"), r.match.get("metadata")
+            if r.table is not Table.ROUTE or eth is None or "in_port" in r.match.as_dict():
+                continue
+            want, mask = eth if isinstance(eth, tuple) else (eth, "ff:ff:ff:ff:ff:ff")
+            bits = int(str(mask).replace(":", ""), 16)
+            if value & bits != int(str(want).replace(":", ""), 16):
+                continue
+            if isinstance(md, tuple) and isinstance(md[1], int) and meta & md[1] != md[0]:
+                continue
+            matching.append(r)
+        if matching:
+            found.append(max(matching, key=lambda r: r.priority))
+    return found
 
 
 def test_port_down_sends_only_the_difference() -> None:
@@ -222,20 +244,19 @@ def test_port_down_sends_only_the_difference() -> None:
         f.packet_in(0.1, PacketIn(a[0], a[1], LldpFrame(*b)))
     f.tick(0.2)
     f.packet_in(0.3, PacketIn(3, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.2")))
+    address = f.address_of(f.topo.hosts[B])
     before = f.store.switch_rules(1)
-    to_b = [
-        r for r in before.flows.values() if r.table is Table.ROUTE and r.match.get("eth_dst") == B
-    ]
-    assert to_b and all(_out_ports(before, r.actions) == {3} for r in to_b)  # direct link
+    to_b = _hits(before, address)
+    assert len(to_b) == 2 and all(_out_ports(before, r.actions) == {3} for r in to_b)  # direct
     out = f.port_status(0.4, 1, PortDesc(3, up=False))
     msgs = out.get(1, [])
     assert msgs and all(not isinstance(m, PacketOut) for m in msgs)
-    assert all(m.op is not Op.ADD for m in msgs if isinstance(m, FlowMod | GroupMod))
+    # only routes change (a new next-hop set may merge blocks): nothing else is resent
+    assert all(m.rule.table is Table.ROUTE for m in msgs if isinstance(m, FlowMod))
+    assert len(msgs) < len(before.flows) // 2
     after = f.store.switch_rules(1)
-    to_b = [
-        r for r in after.flows.values() if r.table is Table.ROUTE and r.match.get("eth_dst") == B
-    ]
-    assert to_b and all(_out_ports(after, r.actions) == {2} for r in to_b), (
+    to_b = _hits(after, address)
+    assert len(to_b) == 2 and all(_out_ports(after, r.actions) == {2} for r in to_b), (
         "switch 1 must move its routes to switch 3 onto port 2"
     )
     assert set(out) <= {1, 2, 3}  # only the triangle's switches hear of it
@@ -245,11 +266,13 @@ def test_port_down_sends_only_the_difference() -> None:
 def test_route_miss_is_reinjected_only_for_routed_hosts() -> None:
     f = line_fabric()
     f.packet_in(1.0, PacketIn(2, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.2")))
-    frame = EthFrame(A, B, 0x0800, None, "10.0.0.1", "10.0.0.2", 6, 1000, 80)
+    address = f.address_of(f.topo.hosts[B])
+    frame = EthFrame(A, address, 0x0800, None, "10.0.0.1", "10.0.0.2", 6, 1000, 80)
     out = f.packet_in(1.1, PacketIn(1, 1, frame, b"raw", table_id=4))
     assert out == {1: [PacketOut(1, (Output(OFPP_TABLE),), RawFrame(b"raw"))]}
-    unknown = EthFrame(A, "02:00:00:00:00:99", 0x0800)
-    assert f.packet_in(1.2, PacketIn(1, 1, unknown, b"raw", table_id=4)) == {}
+    for unknown in ("02:00:00:00:00:99", B, address[:-2] + "07"):  # none Loom handed out
+        frame = EthFrame(A, unknown, 0x0800)
+        assert f.packet_in(1.2, PacketIn(1, 1, frame, b"raw", table_id=4)) == {}
 
 
 def test_switch_down_removes_its_links_and_hosts() -> None:
@@ -270,13 +293,18 @@ def test_host_learned_while_discovery_is_pending_plans_on_the_fresh_graph() -> N
     f.packet_in(0.3, PacketIn(3, 3, LldpFrame(2, 3)))  # a new link, not yet planned
     f.packet_in(0.3, PacketIn(2, 3, LldpFrame(3, 3)))
     out = f.packet_in(0.31, PacketIn(3, 1, arp(ARP_REQUEST, B, "10.0.0.2", "10.0.0.2")))
-    routed = {
+    address = f.address_of(f.topo.hosts[B])
+    delivered = {
         d
         for d, msgs in out.items()
         for m in msgs
-        if isinstance(m, FlowMod) and m.rule.match.get("eth_dst") == B
+        if isinstance(m, FlowMod) and m.rule.match.get("eth_dst") == address
     }
-    assert routed == {1, 2, 3}
+    assert delivered == {3}
+    # switch 2 routes towards B over the link found a moment ago, in the same step
+    assert {d for d, msgs in out.items() if any(isinstance(m, FlowMod) for m in msgs)} >= {2, 3}
+    (_, transit) = _hits(f.store.switch_rules(2), address)
+    assert _out_ports(f.store.switch_rules(2), transit.actions) == {3}
 
 
 def test_a_link_still_carrying_traffic_outlives_late_lldp() -> None:

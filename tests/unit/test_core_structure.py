@@ -44,7 +44,7 @@ def test_every_owner_kind_but_quiet_is_swept_by_exactly_one_source() -> None:
 def test_a_learned_fabric_holds_only_owners_of_known_kinds() -> None:
     sim = LoomSim(fat_tree(4)).start()
     kinds = {owner[0] for owner in sim.core.store.parts}
-    assert kinds == {OwnerKind.BASE, OwnerKind.DEST, OwnerKind.PROTECT}
+    assert kinds == {OwnerKind.BASE, OwnerKind.ROUTE, OwnerKind.DEST, OwnerKind.PROTECT}
     assert all(isinstance(owner[0], OwnerKind) for owner in sim.core.store.parts)
 
 

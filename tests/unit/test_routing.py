@@ -3,7 +3,6 @@ properties they must have: up/down on fat-trees, one global hop on dragonflies."
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Hashable, Mapping
 
 import networkx as nx
@@ -15,7 +14,6 @@ from controller.routing import (
     ecmp_next_hops,
     infer_groups,
     link_costs,
-    transit_port,
 )
 from tests.graphs import switch_digraph
 from topologies import dragonfly, fat_tree, leaf_spine, load_fabric
@@ -137,7 +135,7 @@ def test_any_mix_of_next_hops_is_loop_free() -> None:
     routes = compute_routes(d, d.nodes)
     for dest in d.nodes:
         dist = distances_to(d, dest, routes.costs)
-        for u, ports in routes.ports[dest].items():
+        for u, ports in routes.hops_to(dest).items():
             for port in ports:
                 v = next(v for _, v, k in d.out_edges(u, keys=True) if k == port)
                 assert dist[v] < dist[u]
@@ -148,20 +146,29 @@ def test_unreachable_switch_has_no_next_hops() -> None:
     lonely = max(d.nodes) + 1
     d.add_node(lonely)
     routes = compute_routes(d, [lonely, 1])
-    assert routes.ports[lonely] == {}
+    assert routes.hops_to(lonely) == {}
     assert routes.next_ports(lonely, 1) == ()
 
 
-def test_transit_port_spreads_ranks_over_next_hops() -> None:
-    ports = (5, 6, 7)
-    assert [transit_port(ports, r) for r in range(6)] == [5, 6, 7, 5, 6, 7]
+def test_array_next_hops_agree_with_a_plain_search() -> None:
+    d = switch_digraph(dragonfly(a=4, p=1, h=2, g=5))
+    routes = compute_routes(d, d.nodes)
+    for dest in d.nodes:
+        plain = ecmp_next_hops(d, dest, routes.costs)
+        want = {u: tuple(p for p, _ in hops) for u, hops in plain.items() if hops}
+        assert routes.hops_to(dest) == want
+        for u in d.nodes:
+            ports, tight = routes.tight(u)
+            col = routes.column[dest]
+            assert tuple(p for p, t in zip(ports, tight[:, col], strict=True) if t) == want.get(
+                u, ()
+            )
 
 
 def test_routes_are_deterministic_across_runs() -> None:
     d1 = switch_digraph(dragonfly(a=4, p=2, h=2, g=5))
     d2 = switch_digraph(dragonfly(a=4, p=2, h=2, g=5))
     r1, r2 = compute_routes(d1, sorted(d1.nodes)), compute_routes(d2, sorted(d2.nodes))
-    assert r1.ports == r2.ports and r1.groups == r2.groups
-    assert list(itertools.islice(r1.ports.items(), 3)) == list(
-        itertools.islice(r2.ports.items(), 3)
-    )
+    assert r1.groups == r2.groups and r1.dests == r2.dests
+    assert (r1.dist == r2.dist).all()
+    assert all(r1.hops_to(d) == r2.hops_to(d) for d in r1.dests)

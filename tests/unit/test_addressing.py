@@ -1,0 +1,66 @@
+"""Loom's host addresses: location and tenant in the MAC, stable while Loom runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.addressing import AddressBook, of_tenant, parse, pmac, to_switch
+
+
+def bits(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+def test_an_address_carries_tenant_switch_and_slot_and_is_unicast_and_local() -> None:
+    address = pmac(0x1234, 300, 17)
+    assert parse(address) == (0x1234, 300, 17)
+    first = bits(address) >> 40
+    assert first & 0x02 and not first & 0x01  # locally administered, unicast
+    assert parse("02:00:00:00:00:01") is None and parse("not a mac") is None
+
+
+def test_masks_select_a_switch_a_spread_class_and_a_tenant() -> None:
+    value, mask = to_switch(300, 2, 1)
+    for slot, hit in ((1, True), (5, True), (2, False)):
+        assert (bits(pmac(7, 300, slot)) & bits(mask) == bits(value)) is hit
+    assert bits(pmac(7, 301, 1)) & bits(mask) != bits(value)
+    value, mask = of_tenant(7)
+    assert bits(pmac(7, 9, 9)) & bits(mask) == bits(value)
+    assert bits(pmac(8, 9, 9)) & bits(mask) != bits(value)
+    assert bits("02:00:00:00:00:07") & bits(mask) != bits(value)  # a real MAC: not a tenant's
+
+
+def test_switches_keep_their_index_and_hosts_their_slot() -> None:
+    book = AddressBook()
+    assert book.switch_index(5) == 5 and book.switch_index(5) == 5
+    big = book.switch_index(0x0000_1234_5678_9ABC)
+    assert 0 < big < 1 << 14 and book.switch_index(0x0000_1234_5678_9ABC) == big
+    a = book.address("02:00:00:00:00:0a", 5, 0)
+    b = book.address("02:00:00:00:00:0b", 5, 0)
+    assert [parse(a), parse(b)] == [(0, 5, 0), (0, 5, 1)]
+    assert book.address("02:00:00:00:00:0a", 5, 0) == a
+    assert book.host_at(b) == "02:00:00:00:00:0b" and book.host_at(pmac(0, 5, 9)) is None
+    moved = book.address("02:00:00:00:00:0a", 6, 0)  # a move frees the old slot
+    assert parse(moved) == (0, 6, 0) and book.host_at(a) is None
+
+
+def test_a_restarted_controller_adopts_the_addresses_switches_hold() -> None:
+    book = AddressBook()
+    book.adopt(5, "02:00:00:00:00:0b", pmac(3, 5, 4))
+    assert book.address("02:00:00:00:00:0b", 5, 3) == pmac(3, 5, 4)
+    assert parse(book.address("02:00:00:00:00:0c", 5, 3)) == (3, 5, 0)
+
+
+def test_a_collision_takes_the_lowest_free_index() -> None:
+    book = AddressBook()
+    clash = (1 << 14) - 1 + 4  # too large: maps onto index 5 as well
+    assert book.switch_index(5) == 5
+    assert book.switch_index(clash) == 1
+
+
+def test_slots_run_out_with_a_clear_error() -> None:
+    book = AddressBook()
+    for i in range(1 << 10):
+        book.slot(f"h{i}", 1)
+    with pytest.raises(ValueError, match="hosts on switch"):
+        book.slot("one-more", 1)
