@@ -457,19 +457,19 @@ class RuleStore:
         return have
 
     def replace(self, owner: Owner, plan: Plan) -> Messages:
-        """Make ``owner``'s rules equal ``plan`` and return the messages that do it."""
+        """Make ``owner``'s rules equal ``plan`` and return the messages that do it. A
+        source that re-plans nothing hands back the very plan it gave before: no diff."""
         old = self.parts.get(owner, {})
+        if old is plan:
+            return {}
         out: Messages = {}
         for dpid in sorted(set(old) | set(plan)):
             new = plan.get(dpid, SwitchRules())
             msgs = diff(self._claim(dpid, old.get(dpid, SwitchRules()), new), new)
             if msgs:
                 out[dpid] = msgs
-        kept = {
-            dpid: rules
-            for dpid, rules in plan.items()
-            if rules.flows or rules.groups or rules.meters
-        }
+        empty = [d for d, r in plan.items() if not (r.flows or r.groups or r.meters)]
+        kept = {d: r for d, r in plan.items() if d not in empty} if empty else plan
         if kept:
             self.parts[owner] = kept
         else:
@@ -485,9 +485,13 @@ class RuleStore:
     def forget_switch(self, dpid: int) -> None:
         """Loom no longer knows what the switch holds (it disconnected or reconnected)."""
         self.adopted.pop(dpid, None)
-        for owner in list(self.parts):
-            self.parts[owner].pop(dpid, None)
-            if not self.parts[owner]:
+        for owner, plan in list(self.parts.items()):
+            if dpid not in plan:
+                continue
+            rest = {d: r for d, r in plan.items() if d != dpid}  # plans are shared: no edits
+            if rest:
+                self.parts[owner] = rest
+            else:
                 del self.parts[owner]
 
     def switch_rules(self, dpid: int) -> SwitchRules:

@@ -178,7 +178,10 @@ def protection_plans(
 
 
 def _rules(plans: dict[int, Plan], dpid: int) -> SwitchRules:
-    return plans.setdefault(dpid, {}).setdefault(dpid, SwitchRules())
+    plan = plans.get(dpid)
+    if plan is None:
+        plan = plans[dpid] = {dpid: SwitchRules()}
+    return plan[dpid]
 
 
 def _detour_bucket(hops: list[tuple[int, int]], tunnel: int, uturn: bool = False) -> Bucket:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from controller.addressing import AddressBook
 from controller.compiler import base_plan, delivery_plan, route_plan, union_plans
 from controller.model import PortRef
@@ -51,42 +53,82 @@ class PlanSource(Protocol):
 @dataclass
 class BasePipeline:
     """Per switch: the table skeleton, what is copied to the controller (metered),
-    the DSCP classes, and the catch rules that let traffic engineering see new flows."""
+    the DSCP classes, and the catch rules that let traffic engineering see new flows.
+    A switch whose ports and tenant mode did not change keeps the very plan it had."""
 
     catch_flows: bool
     qos: bool
     kinds: tuple[OwnerKind, ...] = (OwnerKind.BASE,)
+    _plans: dict[int, tuple[tuple[object, ...], Plan]] = field(default_factory=dict)
 
-    def plan(self, inputs: PlanInputs, dpid: int) -> Plan:
-        topo = inputs.topo
-        fabric_ports = [p for d, p in topo.fabric_ports if d == dpid]
-        admit_all = not inputs.tenants.enforcing
-        rules = base_plan(
-            dpid, fabric_ports, self.catch_flows, self.qos, admit_all, topo.edge_ports(dpid)
-        )
-        return {dpid: rules}
+    def plan(self, inputs: PlanInputs, dpid: int, fabric_ports: Iterable[int] = ()) -> Plan:
+        edge = tuple(inputs.topo.edge_ports(dpid))
+        key = (tuple(sorted(fabric_ports)), edge, inputs.tenants.enforcing)
+        cached = self._plans.get(dpid)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        rules = base_plan(dpid, key[0], self.catch_flows, self.qos, not key[2], edge)
+        plan = {dpid: rules}
+        self._plans[dpid] = (key, plan)
+        return plan
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
-        return {(OwnerKind.BASE, d): self.plan(inputs, d) for d in sorted(inputs.topo.switches)}
+        ports: dict[int, list[int]] = {}
+        for dpid, port in inputs.topo.fabric_ports:
+            ports.setdefault(dpid, []).append(port)
+        for gone in set(self._plans) - set(inputs.topo.switches):
+            del self._plans[gone]
+        return {
+            (OwnerKind.BASE, d): self.plan(inputs, d, ports.get(d, ()))
+            for d in sorted(inputs.topo.switches)
+        }
 
 
 @dataclass
 class Routing:
     """Per switch: its routes towards every destination switch, by Loom address (see
-    ``controller.addressing``): they do not change when hosts come and go."""
+    ``controller.addressing``): they do not change when hosts come and go. After a
+    topology change only switches whose next hops may differ are planned again: those
+    whose distances or links changed, and their neighbours; the others keep the very
+    plan they had, so nothing about them is compared or sent."""
 
     book: AddressBook
     kinds: tuple[OwnerKind, ...] = (OwnerKind.ROUTE,)
+    _routes: Routes | None = None
+    _plans: dict[int, tuple[bool, Plan]] = field(default_factory=dict)  # (from hosts, plan)
 
     def plan(self, inputs: PlanInputs, dpid: int) -> Plan:
         from_hosts = bool(inputs.topo.edge_ports(dpid))
-        return {dpid: route_plan(dpid, inputs.routes, self.book.switch_index, from_hosts)}
+        plan = {dpid: route_plan(dpid, inputs.routes, self.book.switch_index, from_hosts)}
+        self._plans[dpid] = (from_hosts, plan)
+        return plan
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
-        return self.plan_some(inputs, inputs.topo.switches)
+        stale = touched(self._routes, inputs.routes)
+        self._routes = inputs.routes
+        for gone in set(self._plans) - set(inputs.topo.switches):
+            del self._plans[gone]
+        out: Plans = {}
+        for dpid in sorted(inputs.topo.switches):
+            cached = self._plans.get(dpid)
+            fresh = cached is not None and (stale is not None and dpid not in stale)
+            if fresh and cached is not None and cached[0] == bool(inputs.topo.edge_ports(dpid)):
+                out[(OwnerKind.ROUTE, dpid)] = cached[1]
+            else:
+                out[(OwnerKind.ROUTE, dpid)] = self.plan(inputs, dpid)
+        return out
 
-    def plan_some(self, inputs: PlanInputs, switches: Iterable[int]) -> Plans:
-        return {(OwnerKind.ROUTE, d): self.plan(inputs, d) for d in sorted(switches)}
+
+def touched(old: Routes | None, new: Routes) -> set[int] | None:
+    """Switches whose next hops may differ between two routes (``None``: all of them):
+    a next hop depends on the switch's own links and distances and its neighbours'."""
+    if old is None or old.nodes != new.nodes or old.dests != new.dests:
+        return None
+    rows = np.flatnonzero(np.any(old.dist != new.dist, axis=1))
+    changed = {new.nodes[i] for i in rows}
+    relinked = {u for u in set(old.out) | set(new.out) if old.out.get(u) != new.out.get(u)}
+    near = {u for v in changed for u in new.graph.predecessors(v)} if changed else set()
+    return {int(u) for u in changed | relinked | near}  # type: ignore[arg-type]
 
 
 @dataclass
@@ -174,23 +216,47 @@ class FastFailover:
     protection: Protection = field(default_factory=Protection)
     _links_seen: set[PortRef] = field(default_factory=set)
     _detours: Detours = field(default_factory=dict)
+    _planned: tuple[frozenset[tuple[int, int, int, int]], Plans] | None = None
+    _guarded: dict[Owner, tuple[Plan, object, Plan]] = field(default_factory=dict)
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
-        self.protection = Protection()
         if not self.enabled:
+            self.protection = Protection()
             return {}
         graph = inputs.routes.graph
-        self._links_seen.update((u, k) for u, _, k in graph.edges(keys=True))
+        links = frozenset(
+            (u, k, v, d.get("dst_port", 0)) for u, v, k, d in graph.edges(keys=True, data=True)
+        )
+        if self._planned is not None and self._planned[0] == links:
+            return self._planned[1]  # the same links: the same plans, nothing to diff
+        self._links_seen.update((u, k) for u, k, _, _ in links)
         detours, self.protection, self._detours = protection_plans(
             graph, self._links_seen, self._detours
         )
-        return {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
+        plans: Plans = {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
+        if self._planned is not None:  # a switch whose groups did not change keeps its plan
+            before = self._planned[1]
+            plans = {o: before[o] if before.get(o) == p else p for o, p in plans.items()}
+        self._planned = (links, plans)
+        return plans
 
     def guard(self, owner: Owner, plan: Plan) -> Plan:
-        """Wrap the outputs of route-following rules in the failover groups."""
-        if owner[0].follows_routes and self.protection:
+        """Wrap the outputs of route-following rules in the failover groups (the same
+        plan under the same protection gives the very same result, so it is not diffed)."""
+        if not (owner[0].follows_routes and self.protection):
+            return plan
+        if owner[0] is not OwnerKind.ROUTE:
             return protect(plan, self.protection)
-        return plan
+        # one switch's routes: remembered, and redone only when that switch's own
+        # failover groups changed (a link event touches a few switches' detours)
+        prot = self.protection
+        here = [(d, prot.first.get(d), prot.arrivals.get(d)) for d in sorted(plan)]
+        done = self._guarded.get(owner)
+        if done is not None and done[0] is plan and done[1] == here:
+            return done[2]
+        out = protect(plan, prot)
+        self._guarded[owner] = (plan, here, out)
+        return out
 
     @staticmethod
     def before_routes(owner: Owner, plan: Plan, installed: Plan) -> Plan | None:

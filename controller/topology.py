@@ -59,15 +59,23 @@ class Topology:
         self.links: dict[PortRef, Link] = {}
         self.hosts: dict[str, Host] = {}
         self.fabric_ports: set[PortRef] = set()
+        # Indexes for questions asked per packet (a fabric holds tens of thousands of
+        # hosts): rebuilt when ports change; host indexes are hints checked on use.
+        self._edge: dict[int, list[int]] = {}
+        self._mac_at: dict[PortRef, str] = {}
+        self._mac_of_ip: dict[str, str] = {}
+        self._macs_on: dict[int, set[str]] = {}
 
     # -- switches and ports -------------------------------------------------
     def add_switch(self, dpid: int, ports: list[PortDesc]) -> None:
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
+        self._edge.pop(dpid, None)
 
     def remove_switch(self, dpid: int) -> bool:
         """Forget a switch, its links (both directions) and its hosts."""
         if self.switches.pop(dpid, None) is None:
             return False
+        self._edge.clear()
         dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
         for ref in dead:
             del self.links[ref]
@@ -80,6 +88,7 @@ class Topology:
         switch = self.switches.get(dpid)
         if switch is None:
             return False
+        self._edge.pop(dpid, None)
         if deleted:
             switch.ports.pop(desc.port_no, None)
         else:
@@ -105,16 +114,15 @@ class Topology:
             return False
         if not (self.port_up(src) and self.port_up(dst)):
             return False
-        if any((h.dpid, h.port) in (src, dst) for h in self.hosts.values()):
+        if self.host_on(src) is not None or self.host_on(dst) is not None:
             return False
         old = self.links.get(src)
         self.links[src] = Link(src, dst, now)
-        self.fabric_ports.update((src, dst))
-        if old is not None and old.dst == dst:
-            return False
-        for mac in [m for m, h in self.hosts.items() if (h.dpid, h.port) in (src, dst)]:
-            del self.hosts[mac]
-        return True
+        if src not in self.fabric_ports or dst not in self.fabric_ports:
+            self.fabric_ports.update((src, dst))
+            self._edge.pop(src[0], None)
+            self._edge.pop(dst[0], None)
+        return not (old is not None and old.dst == dst)
 
     def expire_links(
         self, now: float, timeout: float, receiving: set[PortRef] | None = None
@@ -141,14 +149,19 @@ class Topology:
 
     def edge_ports(self, dpid: int) -> list[int]:
         """Live ports that have never carried LLDP: where hosts can be."""
+        cached = self._edge.get(dpid)
+        if cached is not None:
+            return list(cached)
         switch = self.switches.get(dpid)
         if switch is None:
             return []
-        return [
+        found = [
             p
             for p in switch.live_ports()
             if p <= MAX_PHYSICAL_PORT and (dpid, p) not in self.fabric_ports
         ]
+        self._edge[dpid] = found
+        return list(found)
 
     def graph(self) -> nx.MultiDiGraph:
         """Live switch graph: nodes are dpids, edge key is the source port."""
@@ -171,20 +184,30 @@ class Topology:
         if (dpid, port) in self.fabric_ports:
             return False
         old = self.hosts.get(mac)
+        self._mac_at[(dpid, port)] = mac
+        self._macs_on.setdefault(dpid, set()).add(mac)
+        if ip is not None:
+            self._mac_of_ip[ip] = mac
         if old is not None and (old.dpid, old.port) == (dpid, port):
             self.hosts[mac] = replace(old, ip=ip or old.ip, last_seen=now, tenant=tenant)
             return (ip is not None and ip != old.ip) or tenant != old.tenant
         self.hosts[mac] = Host(mac, ip, dpid, port, now, tenant)
         return True
 
+    def host_on(self, ref: PortRef) -> Host | None:
+        """The host learned on a switch port, if any."""
+        host = self.hosts.get(self._mac_at.get(ref, ""))
+        return host if host is not None and (host.dpid, host.port) == ref else None
+
     def host_by_ip(self, ip: str) -> Host | None:
-        for host in self.hosts.values():
-            if host.ip == ip:
-                return host
-        return None
+        """The host with address ``ip``: every address a host is learned with is indexed
+        (the last host to claim it wins), so no search is needed."""
+        host = self.hosts.get(self._mac_of_ip.get(ip, ""))
+        return host if host is not None and host.ip == ip else None
 
     def hosts_at(self, dpid: int) -> list[Host]:
         """Hosts on a switch in a stable order (port, then MAC)."""
-        return sorted(
-            (h for h in self.hosts.values() if h.dpid == dpid), key=lambda h: (h.port, h.mac)
-        )
+        macs = self._macs_on.get(dpid, set())
+        found = [h for m in macs if (h := self.hosts.get(m)) is not None and h.dpid == dpid]
+        macs.intersection_update(h.mac for h in found)
+        return sorted(found, key=lambda h: (h.port, h.mac))
