@@ -31,6 +31,7 @@ ARP_REPLY = 2
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 ZERO_MAC = "00:00:00:00:00:00"
 ZERO_IP = "0.0.0.0"
+PROBE_RATE = 20_000  # ARP probe frames a second at most, over every edge port
 BROADCAST_IP = ipaddress.IPv4Address("255.255.255.255")
 
 
@@ -89,6 +90,8 @@ class ArpService:
         self.waiting: dict[str, list[Waiting]] = {}
         self.last_probe: dict[str, float] = {}
         self.probes: dict[str, int] = {}  # probes sent per address not found yet
+        self.deferred = 0  # probes put off to keep within PROBE_RATE
+        self._window, self._spent = -1e9, 0
         self.ignored = 0
         self.rejected = 0  # frames that lied about their sender, or senders not admitted
 
@@ -175,31 +178,46 @@ class ArpService:
             queue = self.waiting.setdefault(arp.tpa, [])
             queue[:] = [w for w in queue if w.mac != arp.sha] + [requester]
         if now - self.last_probe.get(arp.tpa, -1e9) >= self.probe_interval:
-            self.last_probe[arp.tpa] = now
-            self._probe(topo, arp.tpa, exclude=(dpid, port), out=out)
+            self._probe(now, topo, arp.tpa, exclude=(dpid, port), out=out)
 
     def probe(self, now: float, topo: Topology, ip: str) -> Messages:
         """Ask every edge port who has ``ip`` (a job named a host not heard from yet)."""
         out: Messages = {}
         if now - self.last_probe.get(ip, -1e9) >= self.probe_interval:
-            self.last_probe[ip] = now
-            self._probe(topo, ip, exclude=(-1, -1), out=out)
+            self._probe(now, topo, ip, exclude=(-1, -1), out=out)
         return out
 
-    def _probe(self, topo: Topology, ip: str, exclude: tuple[int, int], out: Messages) -> None:
+    def _probe(
+        self, now: float, topo: Topology, ip: str, exclude: tuple[int, int], out: Messages
+    ) -> None:
+        """Ask edge ports for ``ip``, within ``PROBE_RATE`` frames a second overall: a
+        probe that does not fit waits for the requester's next ARP (hosts retry)."""
         frame = ArpFrame(
             ARP_REQUEST, CONTROLLER_MAC, BROADCAST, CONTROLLER_MAC, ZERO_IP, ZERO_MAC, ip
         )
         tries = self.probes.get(ip, 0)
-        self.probes[ip] = tries + 1
-        skip = {exclude}
-        if tries == 0:  # first ask where nobody spoke yet
-            skip |= {(h.dpid, h.port) for h in topo.hosts.values()}
+        first = tries == 0  # first ask only where nobody spoke yet
+        sends: list[tuple[int, PacketOut]] = []
         for dpid in sorted(topo.switches):
-            ports = [p for p in topo.edge_ports(dpid) if (dpid, p) not in skip]
+            ports = [
+                p
+                for p in topo.edge_ports(dpid)
+                if (dpid, p) != exclude and not (first and topo.host_on((dpid, p)))
+            ]
             if ports:
                 actions = tuple(Output(p) for p in ports)
-                out.setdefault(dpid, []).append(PacketOut(OFPP_CONTROLLER, actions, frame))
+                sends.append((dpid, PacketOut(OFPP_CONTROLLER, actions, frame)))
+        frames = sum(len(pkt.actions) for _, pkt in sends)
+        if now - self._window >= 1.0:
+            self._window, self._spent = now, 0
+        if self._spent and self._spent + frames > PROBE_RATE:
+            self.deferred += 1
+            return
+        self._spent += frames
+        self.last_probe[ip] = now
+        self.probes[ip] = tries + 1
+        for dpid, pkt in sends:
+            out.setdefault(dpid, []).append(pkt)
 
     def _answer_waiting(self, now: float, topo: Topology, ip: str, out: Messages) -> None:
         target = topo.host_by_ip(ip)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from controller.addressing import AddressBook
 from controller.arp import ArpService
+from controller.cadence import Cadence
 from controller.compiler import RuleStore, held_hosts
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.jobs import JobBook
@@ -78,6 +79,8 @@ DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
 PROBES_PER_JOB = 64  # ARP probes a new job sends at once for hosts not heard from yet
 DISCOVERY_QUIET = 0.25  # seconds without a new link before a batched re-plan
 DISCOVERY_BATCH = 1.0  # ... or at most this long after the first change
+POLL_RATE = 2000.0  # switches polled a second at most (k=48: each every 1.4 s)
+LLDP_RATE = 5000.0  # LLDP frames a second at most (k=48: each port every 28 s)
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,9 @@ class Fabric:
         self._dirty = False
         self._dirty_since = 0.0  # when the learned graph first changed since the last plan
         self._changed_at = 0.0  # when it last changed
-        self._next_lldp = 0.0
-        self._next_poll = 0.0
+        self.polls = Cadence(self.config.poll_interval, POLL_RATE)
+        self.lldp = Cadence(self.config.lldp_interval, LLDP_RATE)
+        self._ports = 0  # live ports, for how far LLDP's interval is stretched
         self._last_change = 0.0  # last time the routed graph changed
 
     def address_of(self, host: Host) -> str:
@@ -158,6 +162,7 @@ class Fabric:
         self.sync.connected(dpid)
         out = self._read_back(now, dpid)
         merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+        self.lldp.visited(now, dpid)
         return out
 
     def _read_back(self, now: float, dpid: int) -> Messages:
@@ -317,8 +322,10 @@ class Fabric:
     def tick(self, now: float) -> Messages:
         """Periodic work: expire links and ARP waits, apply batched changes, send LLDP."""
         out = self._settle(now)
-        receiving = self.telemetry.receiving(now, 2 * self.config.poll_interval)
-        expired = self.topo.expire_links(now, self.config.lldp_timeout, receiving)
+        switches = len(self.topo.switches)
+        receiving = self.telemetry.receiving(now, 2 * self.polls.period(switches))
+        stretch = self.lldp.period(self._ports) / self.config.lldp_interval
+        expired = self.topo.expire_links(now, self.config.lldp_timeout * stretch, receiving)
         for link in expired:
             log.warning(
                 "link %016x:%d -> %016x:%d: no LLDP for %.1f s, removed",
@@ -336,13 +343,11 @@ class Fabric:
             out,
             self._commit(self.te.tick(now, self.topo, self.routes, self.telemetry, self.capacity)),
         )
-        if now >= self._next_poll:
-            self._next_poll = now + self.config.poll_interval
-            merge(out, self._poll())
-        if now >= self._next_lldp:
-            self._next_lldp = now + self.config.lldp_interval
-            for dpid in sorted(self.topo.switches):
-                merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+        merge(out, self._poll(self.polls.due(now, dict.fromkeys(self.topo.switches, 1.0))))
+        live = {d: s.live_ports() for d, s in self.topo.switches.items()}
+        self._ports = sum(len(p) for p in live.values())
+        for dpid in self.lldp.due(now, {d: float(len(p)) for d, p in live.items()}):
+            merge(out, self._lldp_for(dpid, live[dpid]))
         return out
 
     def _mark_dirty(self, now: float) -> None:
@@ -363,15 +368,15 @@ class Fabric:
                 merge(out, {dpid: self.store.release(dpid)})
         return out
 
-    def _poll(self) -> Messages:
-        """Counters from every switch: ports and groups always; the PIN table's Loom
-        rules (tracked flows, jobs) where flows or jobs enter."""
+    def _poll(self, due: list[int]) -> Messages:
+        """Counters from the switches ``due``: ports and groups always; the PIN table's
+        Loom rules (tracked flows, jobs) where flows or jobs enter."""
         flows = StatsRequest(StatsKind.FLOW, Table.PIN, COOKIE_BASE, COOKIE_MARK_MASK)
         ingresses = {f.ingress for f in self.te.flows.flows.values()}
         members = self.jobs.members()
         ingresses |= {h.dpid for h in self.topo.hosts.values() if h.ip in members}
         out: Messages = {}
-        for dpid in sorted(self.topo.switches):
+        for dpid in due:
             msgs: list[Message] = [StatsRequest(StatsKind.PORT), StatsRequest(StatsKind.GROUP)]
             if dpid in ingresses:
                 msgs.append(flows)

@@ -186,7 +186,7 @@ def test_counters_are_polled_where_every_job_member_sends(sim: LoomSim) -> None:
     assert not sim.view.flows
     polled = {
         dpid
-        for dpid, msgs in sim.core._poll().items()
+        for dpid, msgs in sim.core._poll(sorted(sim.core.topo.switches)).items()
         if any(isinstance(m, StatsRequest) and m.kind is StatsKind.FLOW for m in msgs)
     }
     edges = {sim.graph.nodes[sim.graph.nodes[h]["switch"]]["dpid"] for h in members}
