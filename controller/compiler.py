@@ -11,10 +11,11 @@ missing group (make-before-break): meters and groups first, flows, then removals
 from __future__ import annotations
 
 import bisect
+import functools
 import ipaddress
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -212,17 +213,19 @@ def blocks(actions: dict[int, int], absorb: bool, default: int | None) -> list[B
     holds destinations only, so a forged address matches nothing and goes to the
     controller (metered) instead of wandering through the fabric."""
     keys = sorted(actions)
+    acts = [actions[k] for k in keys]
+    changes = [0]  # changes[i]: how often the action changes within acts[:i + 1]
+    for i in range(1, len(acts)):
+        changes.append(changes[-1] + (acts[i] != acts[i - 1]))
     out: list[Block] = []
 
     def cover(lo: int, size_log: int, first: int, last: int) -> None:
         if first == last:
             return
-        found = {actions[keys[i]] for i in range(first, last)}
-        full = last - first == 1 << size_log
-        if len(found) == 1 and (absorb or full):
-            action = found.pop()
-            if action != default:
-                out.append((lo, size_log, action))
+        uniform = changes[last - 1] == changes[first]
+        if uniform and (absorb or last - first == 1 << size_log):
+            if acts[first] != default:
+                out.append((lo, size_log, acts[first]))
             return
         half = lo + (1 << (size_log - 1))
         mid = bisect.bisect_left(keys, half, first, last)
@@ -233,6 +236,7 @@ def blocks(actions: dict[int, int], absorb: bool, default: int | None) -> list[B
     return out
 
 
+@functools.lru_cache(maxsize=65536)
 def _block_match(lo: int, size_log: int, spread_bits: int, spread: int) -> tuple[str, str]:
     value, mask = to_switch(lo, spread_bits, spread)
     keep = mac_int(mask) & ~(((1 << size_log) - 1) << SWITCH_SHIFT)
@@ -253,19 +257,18 @@ def _select_gid(ports: tuple[int, ...], taken: dict[int, tuple[int, ...]]) -> in
     return gid
 
 
-def route_plan(
-    dpid: int, routes: Routes, index_of: Callable[[int], int], from_hosts: bool
-) -> SwitchRules:
+def route_plan(dpid: int, routes: Routes, indexes: Sequence[int], from_hosts: bool) -> SwitchRules:
     """One switch's routes towards every destination switch, by Loom address.
 
     Packets in transit take one of the equal-cost next hops by the low bits of the
     destination's slot (spread per destination host); packets from a host go to a
     select group over them (hashed per flow), only where hosts can be. The most common
     next-hop set becomes a default; the rest are aligned blocks of switch indexes, so a
-    fat-tree's core holds a few rules per pod, not one per host."""
+    fat-tree's core holds a few rules per pod, not one per host. ``indexes``: the
+    address index of each of ``routes.dests``."""
     cookie = make_cookie(CookieKind.ROUTE, dpid)
     rules = SwitchRules()
-    sets, actions = _next_hop_sets(dpid, routes, index_of)
+    sets, actions = _next_hop_sets(dpid, routes, indexes)
     counts = Counter(a for a in actions.values() if a != TO_CONTROLLER)
     default = min(counts, key=lambda a: (-counts[a], sets[a])) if counts else None
     transit = (META_FROM_FABRIC, META_FROM_FABRIC)
@@ -304,25 +307,19 @@ def route_plan(
 
 
 def _next_hop_sets(
-    dpid: int, routes: Routes, index_of: Callable[[int], int]
+    dpid: int, routes: Routes, indexes: Sequence[int]
 ) -> tuple[list[tuple[int, ...]], dict[int, int]]:
     """Distinct next-hop port sets of one switch, and per destination switch index the
     set it uses (``TO_CONTROLLER`` for the switch itself and unreachable ones)."""
     ports, tight = routes.tight(dpid)
-    sets: list[tuple[int, ...]] = []
-    ids: dict[bytes, int] = {}
-    actions: dict[int, int] = {}
-    packed = np.packbits(tight, axis=0).T if tight.size else None
-    for col, dest in enumerate(routes.dests):
-        index = index_of(dest)  # type: ignore[arg-type]
-        if dest == dpid or packed is None or not packed[col].any():
-            actions[index] = TO_CONTROLLER
-            continue
-        key = packed[col].tobytes()
-        if key not in ids:
-            ids[key] = len(sets)
-            sets.append(tuple(p for p, t in zip(ports, tight[:, col], strict=True) if t))
-        actions[index] = ids[key]
+    if not tight.size:
+        return [], dict.fromkeys(indexes, TO_CONTROLLER)
+    if dpid in routes.column:
+        tight[:, routes.column[dpid]] = False
+    patterns, which = np.unique(tight.T, axis=0, return_inverse=True)
+    sets = [tuple(p for p, t in zip(ports, row, strict=True) if t) for row in patterns]
+    ids = [i if ports else TO_CONTROLLER for i, ports in enumerate(sets)]
+    actions = dict(zip(indexes, (ids[w] for w in which.ravel().tolist()), strict=True))
     return sets, actions
 
 

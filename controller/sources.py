@@ -97,9 +97,11 @@ class Routing:
     _routes: Routes | None = None
     _plans: dict[int, tuple[bool, Plan]] = field(default_factory=dict)  # (from hosts, plan)
 
-    def plan(self, inputs: PlanInputs, dpid: int) -> Plan:
+    def plan(self, inputs: PlanInputs, dpid: int, indexes: list[int] | None = None) -> Plan:
         from_hosts = bool(inputs.topo.edge_ports(dpid))
-        plan = {dpid: route_plan(dpid, inputs.routes, self.book.switch_index, from_hosts)}
+        if indexes is None:
+            indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
+        plan = {dpid: route_plan(dpid, inputs.routes, indexes, from_hosts)}
         self._plans[dpid] = (from_hosts, plan)
         return plan
 
@@ -109,13 +111,14 @@ class Routing:
         for gone in set(self._plans) - set(inputs.topo.switches):
             del self._plans[gone]
         out: Plans = {}
+        indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
         for dpid in sorted(inputs.topo.switches):
             cached = self._plans.get(dpid)
             fresh = cached is not None and (stale is not None and dpid not in stale)
             if fresh and cached is not None and cached[0] == bool(inputs.topo.edge_ports(dpid)):
                 out[(OwnerKind.ROUTE, dpid)] = cached[1]
             else:
-                out[(OwnerKind.ROUTE, dpid)] = self.plan(inputs, dpid)
+                out[(OwnerKind.ROUTE, dpid)] = self.plan(inputs, dpid, indexes)
         return out
 
 

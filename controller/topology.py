@@ -130,12 +130,14 @@ class Topology:
         """Drop links whose LLDP stopped arriving. A link whose far end is still
         ``receiving`` traffic is alive whatever LLDP says: under congestion the frames
         can queue behind data for longer than the timeout."""
-        for src, link in list(self.links.items()):
+        old = [link for link in self.links.values() if now - link.last_seen > timeout]
+        dead = []
+        for link in old:
             if receiving and link.dst in receiving:
-                self.links[src] = replace(link, last_seen=now)
-        dead = [link for link in self.links.values() if now - link.last_seen > timeout]
-        for link in dead:
-            del self.links[link.src]
+                self.links[link.src] = replace(link, last_seen=now)
+            else:
+                dead.append(link)
+                del self.links[link.src]
         return dead
 
     def _drop_links_at(self, ref: PortRef) -> bool:

@@ -265,7 +265,7 @@ def test_compiled_rules_of_a_whole_switch_parse(tmp_path: Path) -> None:
     routes = compute_routes(g, [1, 2])
     delivery = delivery_plan(1, [(h, pmac(0, 1, i)) for i, h in enumerate(hosts)])[1]
     want = SwitchRules()
-    for plan in (base_plan(1, [3, 4]), route_plan(1, routes, lambda d: d, True), delivery):
+    for plan in (base_plan(1, [3, 4]), route_plan(1, routes, [1, 2], True), delivery):
         want.flows.update(plan.flows)
         want.groups.update(plan.groups)
     msgs = diff(SwitchRules(), want)

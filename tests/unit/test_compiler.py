@@ -165,7 +165,7 @@ def leaf_spine() -> nx.MultiDiGraph:
 
 def test_route_plan_hashes_at_ingress_and_spreads_by_slot_in_transit() -> None:
     routes = compute_routes(leaf_spine(), [1, 2, 3])
-    plan = route_plan(1, routes, lambda dpid: dpid, from_hosts=True)
+    plan = route_plan(1, routes, [1, 2, 3], from_hosts=True)
     transit = {
         r.match.get("eth_dst"): r.actions
         for r in plan.flows.values()
@@ -193,7 +193,7 @@ def test_route_plan_hashes_at_ingress_and_spreads_by_slot_in_transit() -> None:
 
 def test_route_plan_of_a_spine_has_one_rule_per_leaf_and_no_ingress_rules() -> None:
     routes = compute_routes(leaf_spine(), [1, 2, 3])
-    plan = route_plan(10, routes, lambda dpid: dpid, from_hosts=False)
+    plan = route_plan(10, routes, [1, 2, 3], from_hosts=False)
     assert not plan.groups
     outs = {r.actions for r in plan.flows.values()}
     assert len(plan.flows) == 3 and outs == {(Output(1),), (Output(2),), (Output(3),)}
