@@ -111,11 +111,6 @@ def detour(
 Detours = dict[tuple[int, int], list[tuple[int, int]] | None]
 
 
-def still_valid(hops: list[tuple[int, int]] | None, live: set[tuple[int, int]]) -> bool:
-    """A detour found earlier that the graph still carries hop for hop."""
-    return hops is not None and all(hop in live for hop in hops)
-
-
 @dataclass
 class Protection:
     """Where failover groups stand: per switch, each protected port and the first port
@@ -137,44 +132,83 @@ def tunnel_ids(links: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
     return {link: tunnel for tunnel, link in enumerate(ordered, start=1)}
 
 
+Hop = tuple[int, int]
+TunnelParts = tuple[list[tuple[int, FlowRule]], int, int]  # rules per switch, end, arrival
+
+
+@dataclass
+class ProtectionMemo:
+    """What the last plan found, so a link event redoes only what it touched: detours
+    still carried hop for hop are kept, and the rules of an unchanged detour are the
+    very objects built before (so unchanged switches compare equal at once)."""
+
+    alive: set[Hop] = field(default_factory=set)
+    detours: Detours = field(default_factory=dict)
+    uses: dict[Hop, set[Hop]] = field(default_factory=dict)  # hop -> links detoured over it
+    tunnels: dict[tuple[int, tuple[Hop, ...]], TunnelParts] = field(default_factory=dict)
+    groups: dict[tuple[object, ...], list[GroupRule]] = field(default_factory=dict)
+
+
 def protection_plans(
-    g: nx.MultiDiGraph, known: Iterable[tuple[int, int]] = (), earlier: Detours | None = None
-) -> tuple[dict[int, Plan], Protection, Detours]:
-    """Per switch: its fast-failover groups and tunnel rules; where they stand; and the
-    detours used. ``known``: links seen before (now down or gone), which keep their
-    tunnel ids. ``earlier``: detours of the last plan, kept while the graph still carries
-    them (a link event re-searches only the detours it broke)."""
+    g: nx.MultiDiGraph, known: Iterable[tuple[int, int]] = (), memo: ProtectionMemo | None = None
+) -> tuple[dict[int, Plan], Protection, ProtectionMemo]:
+    """Per switch: its fast-failover groups and tunnel rules; where they stand; and what
+    to remember for the next call. ``known``: links seen before (now down or gone), which
+    keep their tunnel ids. ``memo``: the last call's, whose detours are kept while the
+    graph still carries them (a link event re-searches only the detours it broke)."""
+    memo = memo or ProtectionMemo()
     plans: dict[int, Plan] = {}
     prot = Protection()
-    detours: Detours = {}
     adj = adjacency(g)
     live = sorted((u, k) for u, links in adj.items() for k, _, _ in links)
     alive = set(live)
+    broken = {link for hop in memo.alive - alive for link in memo.uses.get(hop, ())}
     ids = tunnel_ids([*live, *known])
     links = [(ids[link], link) for link in live if link in ids]
+    new = ProtectionMemo(alive)
     for tunnel, (u, port) in links:
-        kept = (earlier or {}).get((u, port))
-        hops = kept if still_valid(kept, alive) else detour(g, u, port, adj)
-        detours[(u, port)] = hops
+        kept = memo.detours.get((u, port))
+        fresh = kept is None or (u, port) in broken
+        hops = detour(g, u, port, adj) if fresh else kept
+        new.detours[(u, port)] = hops
+        for hop in hops or ():
+            new.uses.setdefault(hop, set()).add((u, port))
         prot.first.setdefault(u, {})[port] = hops[0][1] if hops else None
         if hops and len(hops) > 1:
-            end, arrival = _tunnel_rules(adj, hops, tunnel, plans)
-            prot.arrivals.setdefault(end, set()).add(arrival)
+            key = (tunnel, tuple(hops))
+            parts = memo.tunnels.get(key) or _tunnel_rules(adj, hops, tunnel)
+            new.tunnels[key] = parts
+            for dpid, rule in parts[0]:
+                _rules(plans, dpid).add_flow(rule)
+            prot.arrivals.setdefault(parts[1], set()).add(parts[2])
     for tunnel, (u, port) in links:
-        hops, rules = detours[(u, port)], _rules(plans, u)
-        link = Bucket((Output(port),), 0, watch_port=port)
+        hops, rules = new.detours[(u, port)], _rules(plans, u)
         if not hops:  # no detour (yet): no turn-back groups either, so nothing may use them
-            rules.add_group(GroupRule(protect_gid(port), GroupType.FAST_FAILOVER, (link,)))
             prot.arrivals.get(u, set()).discard(port)
-            continue
-        around = _detour_bucket(hops, tunnel)
-        rules.add_group(GroupRule(protect_gid(port), GroupType.FAST_FAILOVER, (link, around)))
-        back = _detour_bucket(hops, tunnel, uturn=True)
-        rules.add_group(GroupRule(uturn_gid(port), GroupType.FAST_FAILOVER, (link, back)))
-        if port in prot.arrivals.get(u, ()):
-            home = Bucket((Output(OFPP_IN_PORT),), 0, watch_port=port)
-            rules.add_group(GroupRule(back_gid(port), GroupType.FAST_FAILOVER, (home, around)))
-    return plans, prot, detours
+        arrival = bool(hops) and port in prot.arrivals.get(u, ())
+        gkey = (u, port, tunnel, tuple(hops or ()), arrival)
+        groups = memo.groups.get(gkey) or _groups(port, hops, tunnel, arrival)
+        new.groups[gkey] = groups
+        for group in groups:
+            rules.add_group(group)
+    return plans, prot, new
+
+
+def _groups(port: int, hops: list[Hop] | None, tunnel: int, arrival: bool) -> list[GroupRule]:
+    """The failover groups standing for "output to ``port``" (and its turn-back kin)."""
+    link = Bucket((Output(port),), 0, watch_port=port)
+    if not hops:
+        return [GroupRule(protect_gid(port), GroupType.FAST_FAILOVER, (link,))]
+    around = _detour_bucket(hops, tunnel)
+    back = _detour_bucket(hops, tunnel, uturn=True)
+    out = [
+        GroupRule(protect_gid(port), GroupType.FAST_FAILOVER, (link, around)),
+        GroupRule(uturn_gid(port), GroupType.FAST_FAILOVER, (link, back)),
+    ]
+    if arrival:
+        home = Bucket((Output(OFPP_IN_PORT),), 0, watch_port=port)
+        out.append(GroupRule(back_gid(port), GroupType.FAST_FAILOVER, (home, around)))
+    return out
 
 
 def _rules(plans: dict[int, Plan], dpid: int) -> SwitchRules:
@@ -193,16 +227,16 @@ def _detour_bucket(hops: list[tuple[int, int]], tunnel: int, uturn: bool = False
     return Bucket((*tag, out), 0, watch_port=first)
 
 
-def _tunnel_rules(
-    adj: Adjacency, hops: list[tuple[int, int]], tunnel: int, plans: dict[int, Plan]
-) -> tuple[int, int]:
-    """Rules that carry tunnel ``tunnel`` along ``hops``; returns where it ends (switch,
+def _tunnel_rules(adj: Adjacency, hops: list[Hop], tunnel: int) -> TunnelParts:
+    """Rules that carry tunnel ``tunnel`` along ``hops``, and where it ends (switch,
     arrival port)."""
     match = Match.of(vlan_vid=OFPVID_PRESENT | tunnel)
+    rules: list[tuple[int, FlowRule]] = []
     for dpid, port in hops[1:]:
         cookie = make_cookie(CookieKind.PROTECT, dpid)
-        rule = FlowRule(Table.CLASSIFY, PRIO_TUNNEL, match, (Output(port),), cookie=cookie)
-        _rules(plans, dpid).add_flow(rule)
+        rules.append(
+            (dpid, FlowRule(Table.CLASSIFY, PRIO_TUNNEL, match, (Output(port),), cookie=cookie))
+        )
     last_switch, last_port = hops[-1]
     end, arrival = next((v, far) for k, v, far in adj[last_switch] if k == last_port)
     meta = (META_FROM_FABRIC, META_FROM_FABRIC)
@@ -216,8 +250,8 @@ def _tunnel_rules(
         write_metadata=meta,
         cookie=cookie,
     )
-    _rules(plans, end).add_flow(pop)
-    return end, arrival
+    rules.append((end, pop))
+    return rules, end, arrival
 
 
 def protect(plan: Plan, prot: Protection) -> Plan:

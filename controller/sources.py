@@ -23,7 +23,7 @@ from controller.addressing import AddressBook
 from controller.compiler import base_plan, delivery_plan, route_plan, union_plans
 from controller.model import PortRef
 from controller.owners import Owner, OwnerKind, Plan, Plans
-from controller.protection import Detours, Protection, protect, protection_plans
+from controller.protection import Protection, ProtectionMemo, protect, protection_plans
 from controller.routing import Routes
 from controller.tenants import TenantView, admit_plan
 from controller.topology import Host, Topology
@@ -218,7 +218,7 @@ class FastFailover:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.PROTECT,)
     protection: Protection = field(default_factory=Protection)
     _links_seen: set[PortRef] = field(default_factory=set)
-    _detours: Detours = field(default_factory=dict)
+    _memo: ProtectionMemo = field(default_factory=ProtectionMemo)
     _planned: tuple[frozenset[tuple[int, int, int, int]], Plans] | None = None
     _guarded: dict[Owner, tuple[Plan, object, Plan]] = field(default_factory=dict)
 
@@ -233,9 +233,7 @@ class FastFailover:
         if self._planned is not None and self._planned[0] == links:
             return self._planned[1]  # the same links: the same plans, nothing to diff
         self._links_seen.update((u, k) for u, k, _, _ in links)
-        detours, self.protection, self._detours = protection_plans(
-            graph, self._links_seen, self._detours
-        )
+        detours, self.protection, self._memo = protection_plans(graph, self._links_seen, self._memo)
         plans: Plans = {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
         if self._planned is not None:  # a switch whose groups did not change keeps its plan
             before = self._planned[1]
