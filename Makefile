@@ -65,7 +65,7 @@ $(OSKEN_VENV)/.installed: requirements-osken.txt | apt
 	@test -x $(OSKEN_VENV)/bin/python || /usr/bin/python3 -m venv $(OSKEN_VENV)
 	@echo "setup: installing os-ken into $(OSKEN_VENV)"
 	@$(OSKEN_VENV)/bin/pip install -q --disable-pip-version-check -r requirements-osken.txt 2>&1 | grep -v "^WARNING: Location" || true
-	@$(OSKEN_VENV)/bin/python -c "import os_ken, networkx, yaml, pydantic, prometheus_client" \
+	@$(OSKEN_VENV)/bin/python -c "import os_ken, networkx, numpy, scipy.sparse.csgraph, yaml, pydantic, prometheus_client" \
 	  || { echo "setup: the os-ken venv does not import its packages" >&2; exit 1; }
 	@touch $@
 
@@ -146,3 +146,12 @@ bench-failover: setup
 .PHONY: bench-fuzz
 bench-fuzz: venv
 	$(PY) -m tests.fuzz.bench $(ARGS)
+
+## Scale benchmark (docs/benchmarks.md §7 Controller scale): the core alone on generated
+## fat-trees (k=4..48) and dragonflies (up to 1,024 routers) over a fast fake wire: bring-up,
+## full recompute, link and switch failures, host moves, jobs, rules per switch, control
+## traffic, memory; JSON + PNG into results/scale. No emulation, no root; each size stops
+## at --budget (600 s of core or wall time). ARGS='--quick' runs k=4 and k=8 only.
+.PHONY: bench-scale
+bench-scale: venv
+	$(PY) -m mininet_scenarios.bench.scale $(ARGS)

@@ -1,7 +1,8 @@
 """Step 4 of ``make demo``: a host of one tenant sends crafted frames (spoofed ARP,
-spoofed IP and MAC, broadcast, plain unicast) at a host of the other; a capture in the
-victim's namespace counts the marked frames that arrive, while a same-tenant peer's
-frames, crafted the same way, must arrive.
+spoofed IP and MAC, broadcast, plain unicast, to the victim's real MAC and to its Loom
+address) at a host of the other; a capture in the victim's namespace counts the marked
+frames that arrive, while a same-tenant peer's frames, crafted the same way and sent to the
+victim's Loom address (what the peer's kernel learns by ARP), must arrive.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def attack_frames(
     a_mac, a_ip = demo.mac(attacker), demo.ip(attacker)
     v_mac, v_ip = demo.mac(victim), demo.ip(victim)
     p_mac, p_ip = demo.mac(peer), demo.ip(peer)
+    v_addr = demo.address(victim)  # never told to the attacker, but the format is no secret
     bcast = str(ipaddress.IPv4Network(f"{v_ip}/8", strict=False).broadcast_address)
     return {
         "spoofed ARP: gratuitous, claims the victim's IP": lambda t: [
@@ -35,6 +37,12 @@ def attack_frames(
         "spoofed MAC+IP: UDP as the peer": lambda t: [udp_frame(p_mac, v_mac, p_ip, v_ip, t)],
         "broadcast UDP": lambda t: [udp_frame(a_mac, BROADCAST, a_ip, bcast, t)],
         "cross-tenant unicast UDP": lambda t: [udp_frame(a_mac, v_mac, a_ip, v_ip, t)],
+        "cross-tenant UDP to the victim's Loom address": lambda t: [
+            udp_frame(a_mac, v_addr, a_ip, v_ip, t)
+        ],
+        "spoofed MAC+IP as the peer, to victim's Loom address": lambda t: [
+            udp_frame(p_mac, v_addr, p_ip, v_ip, t)
+        ],
     }
 
 
@@ -50,12 +58,18 @@ def step_attack(demo: Demo, rounds: int = 20) -> None:
     cases = attack_frames(demo, attacker, victim, peer)
     tokens = {name: b"LOOM-DEMO" + secrets.token_bytes(6) for name in cases}
     control = b"LOOM-DEMO" + secrets.token_bytes(6)
-    truth = {demo.ip(h): demo.mac(h) for h in net.host_names}
+    # A true ARP frame about a host gives its real MAC (its own) or its Loom address (Loom's).
+    addresses = demo.addresses()
+
+    def macs(h: str) -> list[str]:
+        return [demo.mac(h), *([addresses[h]] if h in addresses else [])]
+
+    truth = {demo.ip(h): macs(h) for h in net.host_names}
     counter = Counter(
         net.host(victim),
         f"{victim}-eth0",
         [*tokens.values(), control],
-        arp_sha=[demo.mac(attacker)],
+        arp_sha=macs(attacker),
         truth=truth,
     )
     try:
@@ -68,7 +82,9 @@ def step_attack(demo: Demo, rounds: int = 20) -> None:
                 count=rounds,
                 interval=0.01,
             )
-        own = udp_frame(demo.mac(peer), demo.mac(victim), demo.ip(peer), demo.ip(victim), control)
+        # The peer's kernel would send to the victim's Loom address (its real MAC is routed
+        # nowhere): so does the crafted same-tenant frame.
+        own = udp_frame(demo.mac(peer), addresses[victim], demo.ip(peer), demo.ip(victim), control)
         sent_own = send_frames(net.host(peer), f"{peer}-eth0", [own], count=rounds, interval=0.01)
         time.sleep(1.0)
         got = counter.snapshot()

@@ -177,6 +177,24 @@ class Demo:
     def mac(self, h: str) -> str:
         return str(self.stack.graph.nodes[h]["mac"])
 
+    def addresses(self) -> dict[str, str]:
+        """``host -> Loom address`` of every host Loom knows (``GET /loom/v1/topology``):
+        what its tenant peers learn by ARP and send to (a frame to a host's real MAC is
+        routed nowhere)."""
+        names = {self.mac(h): h for h in self.stack.net.host_names}
+        return {
+            names[host["mac"]]: str(host["address"])
+            for host in self.stack.api.topology()["hosts"]
+            if host["mac"] in names and host.get("address")
+        }
+
+    def address(self, h: str) -> str:
+        """``h``'s Loom address (see :meth:`addresses`)."""
+        address = self.addresses().get(h)
+        if address is None:
+            raise LookupError(f"Loom does not know {h} ({self.mac(h)})")
+        return address
+
     def tenant(self, h: str) -> str | None:
         return next((t for t, m in self.tenants.items() if h in m), None)
 

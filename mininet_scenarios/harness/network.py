@@ -56,7 +56,7 @@ from mininet_scenarios.harness.ovs import (
     sh,
 )
 from mininet_scenarios.harness.processes import alive, kill_pids, pids_in_netns
-from mininet_scenarios.harness.reachability import PingAll, pingall
+from mininet_scenarios.harness.reachability import PingAll, neighbour_mac, pingall
 from mininet_scenarios.harness.shaping import QueueClass, root_run, shape_interface
 from topologies.graph import host_list, validate
 
@@ -532,6 +532,11 @@ class FabricNet:
     def pingall(self, timeout: float = 1.0, parallel: int = 4) -> PingAll:
         """Every ordered host pair once; see :func:`.reachability.pingall`."""
         return pingall(self, timeout=timeout, parallel=parallel)
+
+    def neighbour_mac(self, src: str, dst: str, tries: int = 3) -> str:
+        """The MAC ``src``'s kernel sends to for ``dst`` (under Loom: ``dst``'s Loom
+        address); see :func:`.reachability.neighbour_mac`."""
+        return neighbour_mac(self, src, dst, tries=tries)
 
     # ----------------------------------------------------------------- reading
 

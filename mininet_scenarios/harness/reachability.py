@@ -3,6 +3,11 @@ fabric carries traffic (``FabricNet.pingall``, Faucet's readiness, every benchma
 
 Every ordered host pair, one ping each with a short deadline; all hosts at once and a few
 destinations in parallel per host (a k=4 fat-tree has 240 pairs).
+
+:func:`neighbour_mac`: the Ethernet address a host's kernel sends to for a peer. Under Loom
+that is the peer's Loom address (Loom's ARP replies carry it; a frame to the peer's real MAC
+is routed nowhere), under a learning controller the real MAC; crafted frames and static
+neighbour entries that must be delivered use it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ if TYPE_CHECKING:
 log = emulation_logger()
 
 RTT_RE = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
+LLADDR_RE = re.compile(r"\blladdr ((?:[0-9a-f]{2}:){5}[0-9a-f]{2})\b")
 
 
 @dataclass(frozen=True)
@@ -84,3 +90,20 @@ def pingall(fnet: FabricNet, timeout: float = 1.0, parallel: int = 4) -> PingAll
         result.seconds,
     )
     return result
+
+
+def neighbour_mac(fnet: FabricNet, src: str, dst: str, tries: int = 3) -> str:
+    """The MAC ``src``'s kernel uses for ``dst``: its neighbour entry, after a ping (1 s
+    deadline, up to ``tries``) while it has none. Raises ``RuntimeError`` when ``src``
+    learns none (``dst`` unreachable, or in another tenant)."""
+    host = fnet.host(src)
+    ip = fnet.graph.nodes[dst]["ip"]
+    show = f"ip neigh show {ip} dev {host.defaultIntf()}"
+    for attempt in range(tries + 1):
+        out = host.cmd(show)
+        m = LLADDR_RE.search(out)
+        if m:
+            return m.group(1)
+        if attempt < tries:
+            host.cmd(f"ping -n -q -c1 -W1 {ip}")
+    raise RuntimeError(f"{src} learned no address for {dst} ({ip}): {out.strip()!r}")

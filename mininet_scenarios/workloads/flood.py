@@ -166,7 +166,9 @@ class ApiLatency:
 class Flood:
     """Hosts flooding hostile frames (see :func:`build_flood`) at ``rate`` frames/s each for
     ``seconds``; ``targets`` maps each flooding host to the host its TCP/UDP frames address
-    (on the same edge switch, so the flood loads the controller, not the fabric's links)."""
+    (on the same edge switch, so the flood loads the controller, not the fabric's links).
+    The frames go to the MAC the flooder's kernel learned for its target (under Loom, the
+    target's Loom address), so they are delivered flows, not route misses."""
 
     def __init__(
         self,
@@ -191,7 +193,7 @@ class Flood:
             spec = {
                 "src_mac": g.nodes[src]["mac"],
                 "src_ip": g.nodes[src]["ip"],
-                "dst_mac": g.nodes[dst]["mac"],
+                "dst_mac": self.net.neighbour_mac(src, dst),
                 "dst_ip": g.nodes[dst]["ip"],
                 "rate": self.rate,
                 "seconds": self.seconds,

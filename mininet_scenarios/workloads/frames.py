@@ -24,7 +24,7 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from mininet_scenarios.harness.host_procs import StopFlag, run_child, start_child, stop_child
@@ -151,14 +151,17 @@ def _readline(stream: IO[bytes] | None) -> dict[str, Any]:
 class Counter:
     """Counts, on ``intf`` inside ``host``, received frames that carry one of ``tokens``,
     ARP frames whose sender MAC is in ``arp_sha``, and ARP frames that lie: the sender IP is
-    in ``truth`` (ip -> mac) with another sender MAC. ``snapshot()`` returns the counts so
-    far and starts again from zero."""
+    in ``truth`` with a sender MAC that is not one of its own. ``truth`` maps an IP to the
+    MAC (or MACs) a true ARP frame may give for it: under Loom, the host's real MAC (its own
+    frames) and its Loom address (Loom's replies). ``snapshot()`` returns the counts so far
+    and starts again from zero."""
 
     def __init__(
         self, host: Any, intf: str, tokens: Sequence[bytes], arp_sha: Sequence[str] = (),
-        truth: dict[str, str] | None = None,
+        truth: Mapping[str, str | Sequence[str]] | None = None,
     ) -> None:  # fmt: skip
-        spec = {"tokens": [t.hex() for t in tokens], "arp_sha": list(arp_sha), "truth": truth or {}}
+        macs = {ip: [m] if isinstance(m, str) else list(m) for ip, m in (truth or {}).items()}
+        spec = {"tokens": [t.hex() for t in tokens], "arp_sha": list(arp_sha), "truth": macs}
         self.proc = _child(host, "count", intf, json.dumps(spec))
         _readline(self.proc.stdout)  # {"ready": ...} once the socket is bound
 
@@ -242,7 +245,9 @@ def _send(intf: str, count: int, interval: float) -> None:
     print(json.dumps({"sent": sent}), flush=True)
 
 
-def _count(intf: str, tokens: list[bytes], arp_sha: set[bytes], truth: dict[bytes, bytes]) -> None:
+def _count(
+    intf: str, tokens: list[bytes], arp_sha: set[bytes], truth: dict[bytes, set[bytes]]
+) -> None:
     dump, stop = StopFlag(signal.SIGUSR1), StopFlag(signal.SIGTERM, signal.SIGINT)
     with socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL)) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
@@ -272,7 +277,7 @@ def _count(intf: str, tokens: list[bytes], arp_sha: set[bytes], truth: dict[byte
                 counts["arp"] += 1
                 sha, spa = frame[at + 10 : at + 16], frame[at + 16 : at + 20]
                 counts["arp_from"] += sha in arp_sha
-                counts["arp_lies"] += spa in truth and truth[spa] != sha
+                counts["arp_lies"] += spa in truth and sha not in truth[spa]
 
 
 def _arrivals(intf: str, port: int) -> None:
@@ -337,15 +342,16 @@ def _udp_recv(port: int) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``send INTF COUNT INTERVAL`` (length-prefixed frames on stdin), ``count INTF SPEC``
-    (JSON: tokens, arp_sha, truth; SIGUSR1 reports, SIGTERM stops), ``udp-send DST PORT
-    RATE``, ``udp-recv PORT`` and ``arrivals INTF PORT`` (SIGUSR1 reports and stops)."""
+    (JSON: tokens, arp_sha, truth as ip -> list of MACs; SIGUSR1 reports, SIGTERM stops),
+    ``udp-send DST PORT RATE``, ``udp-recv PORT`` and ``arrivals INTF PORT`` (SIGUSR1
+    reports and stops)."""
     cmd, *args = sys.argv[1:] if argv is None else argv
     if cmd == "send":
         _send(args[0], int(args[1]), float(args[2]))
     elif cmd == "count":
         spec = json.loads(args[1])
         tokens = [bytes.fromhex(t) for t in spec["tokens"]]
-        truth = {ip_bytes(ip): mac_bytes(mac) for ip, mac in spec["truth"].items()}
+        truth = {ip_bytes(ip): {mac_bytes(m) for m in macs} for ip, macs in spec["truth"].items()}
         _count(args[0], tokens, {mac_bytes(m) for m in spec["arp_sha"]}, truth)
     elif cmd == "arrivals":
         _arrivals(args[0], int(args[1]))

@@ -129,6 +129,36 @@ def host_ip(stack: LoomStack, i: int) -> str:
     return host_addr(stack, i)[1]
 
 
+def loom_addresses(stack: LoomStack) -> dict[int, str]:
+    """``i -> Loom address`` of every host ``h<i>`` Loom knows (``GET /loom/v1/topology``):
+    the MAC its tenant peers learn by ARP and send to. A frame to a host's real MAC is
+    routed nowhere."""
+    number = {host_addr(stack, i)[0]: i for i in range(1, 17)}
+    return {
+        number[host["mac"]]: str(host["address"])
+        for host in stack.api.topology()["hosts"]
+        if host["mac"] in number and host.get("address")
+    }
+
+
+def loom_address(stack: LoomStack, i: int, timeout: float = 10.0) -> str:
+    """``h<i>``'s Loom address; a host Loom has not heard from yet pings a tenant peer
+    first (its ARP is how Loom learns it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        address = loom_addresses(stack).get(i)
+        if address is not None:
+            return address
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Loom does not know h{i} after {timeout:g} s")
+        mine = next((m for m in TENANTS.values() if i in m), range(0))
+        peer = next((j for j in mine if j != i), None)
+        if peer is None:
+            time.sleep(0.5)
+        else:
+            ping_once(stack, i, peer)
+
+
 def tenant_of(tenants: dict[str, range], host: str) -> str | None:
     num = int(host.removeprefix(PREFIX)[1:])
     return next((t for t, members in tenants.items() if num in members), None)

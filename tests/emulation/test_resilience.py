@@ -80,11 +80,15 @@ def stream(stack: LoomStack, src: str, dst: str, sport: int) -> Stream:
 
 
 def pin_neighbours(net: Any, a: str, b: str) -> None:
-    """Permanent ARP entries between two hosts, so neither needs ARP while they talk."""
+    """Permanent ARP entries between two hosts, so neither needs ARP while they talk. Each
+    pins the address its kernel learned from Loom's ARP reply (the peer's Loom address: a
+    frame to the peer's real MAC is routed nowhere)."""
     for x, y in ((a, b), (b, a)):
         host, peer = net.host(x), net.host(y)
+        mac = net.neighbour_mac(x, y)
         dev = host.defaultIntf()
-        host.cmd(f"ip neigh replace {peer.IP()} lladdr {peer.MAC()} nud permanent dev {dev}")
+        out = host.cmd(f"ip neigh replace {peer.IP()} lladdr {mac} nud permanent dev {dev}")
+        assert not out.strip(), out
 
 
 def test_link_down_is_bridged_by_fast_failover(fat: LoomStack) -> None:

@@ -3,10 +3,13 @@
 Every intra-tenant pair pings and no other pair does. A red host (h6) and h16 (in no tenant)
 inject crafted frames (ARP spoofing, spoofed IPs and MACs, broadcast, multicast, VLAN tags,
 plain cross-tenant unicast, floods) at a blue victim (h7); counters in the victim's and
-bystanders' namespaces count the frames carrying each case's marker. None may arrive, while
-control frames built the same way and sent where the policy allows do arrive (so a zero is
-a drop, not a blind counter), blue's own traffic keeps flowing and the controller stays
-responsive. Figures: ``results/tenants/attacks.json`` (sent and received per case).
+bystanders' namespaces count the frames carrying each case's marker. Every frame addressed
+to the victim goes once to its real MAC and once to its Loom address (the format is no
+secret), and a flood tries guessed Loom addresses of its tenant. None may arrive, while
+control frames built the same way and sent where the policy allows, to the Loom address a
+kernel would use, do arrive (so a zero is a drop, not a blind counter), blue's own traffic
+keeps flowing and the controller stays responsive. Figures:
+``results/tenants/attacks.json`` (sent and received per case).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from controller.addressing import parse, pmac
 from mininet_scenarios.harness.stack import LoomStack
 from mininet_scenarios.workloads.frames import (
     BROADCAST,
@@ -38,6 +42,8 @@ from tests.emulation.tenant_support import (
     h,
     host_addr,
     host_ip,
+    loom_address,
+    loom_addresses,
     ping_ok,
     policy_status,
     poll_health,
@@ -75,8 +81,11 @@ def attack_cases(stack: LoomStack) -> list[Attack]:
     a_mac, a_ip = host_addr(stack, ATTACKER)  # red, on e1_0
     v_mac, v_ip = host_addr(stack, VICTIM)  # blue, on e1_1
     p_mac, p_ip = host_addr(stack, 8)  # blue peer (the victim's "gateway")
-    r_mac, r_ip = host_addr(stack, 5)  # red, the attacker's neighbour
+    r_ip = host_ip(stack, 5)  # red, the attacker's neighbour
     u_mac, u_ip = host_addr(stack, OUTSIDER)
+    # What kernels send to: Loom's ARP replies carry these, not the real MACs (a frame to a
+    # real MAC is routed nowhere). The attacker cannot learn the victim's, but can guess it.
+    r_addr, v_addr = loom_address(stack, 5), loom_address(stack, VICTIM)
     probe = struct.pack("!Qd", 0, 0.0)  # what the UdpProbe receiver expects first
 
     def udp(
@@ -88,36 +97,125 @@ def attack_cases(stack: LoomStack) -> list[Attack]:
         eth_src, eth_dst, op, sha, spa, tha, tpa = fields
         return lambda t: [arp_frame(eth_src, eth_dst, int(op), sha, spa, tha, tpa, t, vlan)]
 
-    def flood(t: bytes, to_victim: bool) -> list[bytes]:
+    def flood(t: bytes, dst: Callable[[int], tuple[str, str]]) -> list[bytes]:
+        """3000 UDP datagrams, the i-th to ``dst(i)`` (MAC, IP)."""
         frames = []
         for i in range(3000):
-            dst_mac, dst_ip = v_mac, v_ip
-            if not to_victim:
-                dst_mac = f"02:99:00:{i >> 8 & 0xFF:02x}:{i & 0xFF:02x}:01"
-                dst_ip = f"10.99.{i >> 8 & 0xFF}.{i & 0xFF}"
+            dst_mac, dst_ip = dst(i)
             frames.append(udp_frame(a_mac, dst_mac, a_ip, dst_ip, probe + t, sport=20000 + i))
         return frames
 
+    def unknown(i: int) -> tuple[str, str]:
+        hi, lo = i >> 8 & 0xFF, i & 0xFF
+        return f"02:99:00:{hi:02x}:{lo:02x}:01", f"10.99.{hi}.{lo}"
+
+    blue = parse(v_addr)
+    assert blue is not None, v_addr
+
+    def guessed(i: int) -> tuple[str, str]:
+        """Addresses in the victim's tenant, switch index and slot guessed (32 x 94): its
+        own and its tenant peers' among them."""
+        return pmac(blue[0], i % 32, i // 32), v_ip
+
     victim = "the victim"
+
+    def unicast(v: str, to: str) -> list[Attack]:
+        """Every attack addressed to the victim, to ``v`` (its real MAC or its Loom
+        address); ``to`` names it in the case names."""
+        return [
+            Attack(
+                f"arp: reply to {victim}'s MAC claiming blue peer h8's IP{to}",
+                ATTACKER,
+                arp(a_mac, v, "2", a_mac, p_ip, v, v_ip),
+                rounds=3,
+                refused_arps=1,
+            ),
+            Attack(
+                f"arp: reply to {victim}'s MAC and a request claiming gateway {GATEWAY}{to}",
+                ATTACKER,
+                lambda t: [
+                    arp_frame(a_mac, v, 2, a_mac, GATEWAY, v, v_ip, t),
+                    arp_frame(a_mac, BROADCAST, 1, a_mac, GATEWAY, ZERO_MAC, GATEWAY, t),
+                ],
+                rounds=3,
+                refused_arps=2,
+            ),
+            Attack(
+                f"arp: VLAN 7 tagged reply to {victim}'s MAC claiming h8's IP{to}",
+                ATTACKER,
+                arp(a_mac, v, "2", a_mac, p_ip, v, v_ip, vlan=7),
+                rounds=3,
+            ),
+            # IPv4 and Ethernet
+            Attack(
+                f"ip spoof: UDP from h8's IP to {victim}{to}",
+                ATTACKER,
+                udp(a_mac, v, p_ip, v_ip),
+            ),
+            Attack(
+                f"mac spoof: UDP from h8's MAC to {victim}{to}",
+                ATTACKER,
+                udp(p_mac, v, a_ip, v_ip),
+            ),
+            Attack(
+                f"mac+ip spoof: UDP with h8's MAC and IP to {victim}{to}",
+                ATTACKER,
+                udp(p_mac, v, p_ip, v_ip),
+            ),
+            Attack(
+                f"802.1Q: VLAN 0 priority tag (PCP 5) to {victim}{to}",
+                ATTACKER,
+                udp(a_mac, v, a_ip, v_ip, vlan=0, pcp=5),
+            ),
+            Attack(
+                f"802.1Q: VLAN 7 to {victim}{to}",
+                ATTACKER,
+                udp(a_mac, v, a_ip, v_ip, vlan=7),
+            ),
+            Attack(
+                f"unicast: UDP to {victim} with the attacker's own addresses{to}",
+                ATTACKER,
+                udp(a_mac, v, a_ip, v_ip),
+            ),
+            Attack(
+                f"unicast: TCP SYN to {victim}'s port 22 with the attacker's own addresses{to}",
+                ATTACKER,
+                lambda t: [tcp_frame(a_mac, v, a_ip, v_ip, t)],
+            ),
+            Attack(
+                f"non-IP: ethertype 0x88b5 to {victim}{to}",
+                ATTACKER,
+                lambda t: [ethernet(v, a_mac, 0x88B5, t)],
+            ),
+            Attack(
+                f"flood: 3000 UDP to {victim}{to}",
+                ATTACKER,
+                lambda t: flood(t, lambda i: (v, v_ip)),
+                rounds=1,
+            ),
+            Attack(f"h16: UDP to {victim}{to}", OUTSIDER, udp(u_mac, v, u_ip, v_ip)),
+        ]
+
     return [
         # Controls: the same machinery delivers where the policy allows, so zeros mean drops.
+        # They go to the Loom address, as the sender's kernel would.
         Attack(
             "control: crafted UDP red h6 -> red h5 (its kernel accepts the checksums)",
             ATTACKER,
-            udp(a_mac, r_mac, a_ip, r_ip, dport=9200),
+            udp(a_mac, r_addr, a_ip, r_ip, dport=9200),
             expect={h(5): 5, "th5/udp": 5},
         ),
         Attack(
             "control: crafted TCP SYN red h6 -> red h5",
             ATTACKER,
-            lambda t: [tcp_frame(a_mac, r_mac, a_ip, r_ip, t)],
+            lambda t: [tcp_frame(a_mac, r_addr, a_ip, r_ip, t)],
             rounds=3,
             expect={h(5): 3},
         ),
         Attack(
             "control: crafted UDP blue h8 -> victim h7",
             8,
-            udp(p_mac, v_mac, p_ip, v_ip),
+            udp(p_mac, v_addr, p_ip, v_ip),
             expect={h(VICTIM): 5},
         ),
         # ARP spoofing
@@ -136,23 +234,6 @@ def attack_cases(stack: LoomStack) -> list[Attack]:
             refused_arps=1,
         ),
         Attack(
-            f"arp: reply to {victim}'s MAC claiming blue peer h8's IP",
-            ATTACKER,
-            arp(a_mac, v_mac, "2", a_mac, p_ip, v_mac, v_ip),
-            rounds=3,
-            refused_arps=1,
-        ),
-        Attack(
-            f"arp: reply to {victim}'s MAC and a request claiming gateway {GATEWAY}",
-            ATTACKER,
-            lambda t: [
-                arp_frame(a_mac, v_mac, 2, a_mac, GATEWAY, v_mac, v_ip, t),
-                arp_frame(a_mac, BROADCAST, 1, a_mac, GATEWAY, ZERO_MAC, GATEWAY, t),
-            ],
-            rounds=3,
-            refused_arps=2,
-        ),
-        Attack(
             f"arp: request for {victim} with blue h8's MAC and IP (host hijack)",
             ATTACKER,
             arp(p_mac, BROADCAST, "1", p_mac, p_ip, ZERO_MAC, v_ip),
@@ -165,21 +246,15 @@ def attack_cases(stack: LoomStack) -> list[Attack]:
             arp(a_mac, BROADCAST, "1", a_mac, a_ip, ZERO_MAC, v_ip),
             rounds=3,
         ),
+        # Unicast to the victim: to its real MAC, and to its Loom address (the format is no
+        # secret): the ADMIT table passes only addresses of the sender's own tenant.
+        *unicast(v_mac, ""),
+        *unicast(v_addr, " [to its Loom address]"),
         Attack(
-            f"arp: VLAN 7 tagged reply to {victim}'s MAC claiming h8's IP",
+            f"flood: 3000 UDP to guessed Loom addresses in {victim}'s tenant",
             ATTACKER,
-            arp(a_mac, v_mac, "2", a_mac, p_ip, v_mac, v_ip, vlan=7),
-            rounds=3,
-        ),
-        # IPv4 and Ethernet
-        Attack(f"ip spoof: UDP from h8's IP to {victim}", ATTACKER, udp(a_mac, v_mac, p_ip, v_ip)),
-        Attack(
-            f"mac spoof: UDP from h8's MAC to {victim}", ATTACKER, udp(p_mac, v_mac, a_ip, v_ip)
-        ),
-        Attack(
-            f"mac+ip spoof: UDP with h8's MAC and IP to {victim}",
-            ATTACKER,
-            udp(p_mac, v_mac, p_ip, v_ip),
+            lambda t: flood(t, guessed),
+            rounds=1,
         ),
         Attack(
             "broadcast: UDP to ff:ff:ff:ff:ff:ff (10.255.255.255 and 255.255.255.255)",
@@ -197,29 +272,7 @@ def attack_cases(stack: LoomStack) -> list[Attack]:
                 *udp(a_mac, "01:00:5e:01:02:03", a_ip, "239.1.2.3")(t),
             ],
         ),
-        Attack(
-            f"802.1Q: VLAN 0 priority tag (PCP 5) to {victim}",
-            ATTACKER,
-            udp(a_mac, v_mac, a_ip, v_ip, vlan=0, pcp=5),
-        ),
-        Attack(f"802.1Q: VLAN 7 to {victim}", ATTACKER, udp(a_mac, v_mac, a_ip, v_ip, vlan=7)),
-        Attack(
-            f"unicast: UDP to {victim} with the attacker's own addresses",
-            ATTACKER,
-            udp(a_mac, v_mac, a_ip, v_ip),
-        ),
-        Attack(
-            f"unicast: TCP SYN to {victim}'s port 22 with the attacker's own addresses",
-            ATTACKER,
-            lambda t: [tcp_frame(a_mac, v_mac, a_ip, v_ip, t)],
-        ),
-        Attack(
-            f"non-IP: ethertype 0x88b5 to {victim}",
-            ATTACKER,
-            lambda t: [ethernet(v_mac, a_mac, 0x88B5, t)],
-        ),
-        Attack(f"flood: 3000 UDP to {victim}", ATTACKER, lambda t: flood(t, True), rounds=1),
-        Attack("flood: 3000 UDP to unknown hosts", ATTACKER, lambda t: flood(t, False), rounds=1),
+        Attack("flood: 3000 UDP to unknown hosts", ATTACKER, lambda t: flood(t, unknown), rounds=1),
         # h16, in no tenant
         Attack(
             f"h16: ARP request for {victim}'s IP",
@@ -235,19 +288,25 @@ def attack_cases(stack: LoomStack) -> list[Attack]:
             rounds=3,
             refused_arps=1,
         ),
-        Attack(f"h16: UDP to {victim}", OUTSIDER, udp(u_mac, v_mac, u_ip, v_ip)),
         Attack("h16: UDP broadcast", OUTSIDER, udp(u_mac, BROADCAST, u_ip, "10.255.255.255")),
     ]
 
 
 def run_cases(stack: LoomStack, cases: list[Attack]) -> dict[str, Any]:
     """Send every case in turn; what each watched host received, and side measurements."""
-    truth = {host_ip(stack, i): host_addr(stack, i)[0] for i in range(1, 17)}
-    attackers = [host_addr(stack, i)[0] for i in (ATTACKER, OUTSIDER)]
-    blue_macs = [host_addr(stack, i)[0] for i in TENANTS["blue"]]
+    # A host's true ARP sender MACs: its real one (its own frames) and its Loom address
+    # (Loom's replies about it). h16, in no tenant, may have no Loom address.
+    loom = loom_addresses(stack)
+
+    def macs(i: int) -> list[str]:
+        return [host_addr(stack, i)[0], *([loom[i]] if i in loom else [])]
+
+    truth = {host_ip(stack, i): macs(i) for i in range(1, 17)}
+    attackers = [m for i in (ATTACKER, OUTSIDER) for m in macs(i)]
+    blue_macs = [m for i in TENANTS["blue"] for m in macs(i)]
     # The attacker's own tenant may hear its real ARP (its kernel probes red h5 after the
     # control cases); from the outsider nothing, and lies from nobody.
-    outsider = [host_addr(stack, OUTSIDER)[0]]
+    outsider = macs(OUTSIDER)
     counters: dict[str, Counter] = {}
     blue_flow: UdpProbe | None = None
     control_udp: UdpProbe | None = None
@@ -362,14 +421,17 @@ def test_attacks_on_another_tenant_deliver_nothing(
     # Blue kept talking: every datagram of the 200/s stream arrived, without a long pause.
     assert blue["received"] > 0 and blue["lost"] == 0, blue
     assert blue["max_gap_ms"] < 250, blue
-    # The victim's ARP cache holds only true entries (no attacker MAC, no gateway).
+    # The victim's ARP cache holds only true entries (no attacker MAC or Loom address, no
+    # gateway); h8's, if any, is the Loom address Loom handed out.
     p_mac, p_ip = host_addr(loom, 8)
+    addresses = loom_addresses(loom)
     for i in (ATTACKER, OUTSIDER):
         assert host_addr(loom, i)[0] not in neigh, neigh
+        assert i not in addresses or addresses[i] not in neigh, neigh
     assert GATEWAY + " " not in neigh, neigh
     for line in neigh.splitlines():
         if line.startswith(p_ip + " ") and "lladdr" in line:
-            assert p_mac in line, neigh
+            assert addresses[8] in line, neigh
     # The victim still talks to its tenant; the hijack attempt left h8 where it is.
     assert ping_ok(loom, 8, VICTIM) and ping_ok(loom, VICTIM, 9)
     h8 = loom.api.get(f"/loom/v1/routes?mac={p_mac}")["host"]
