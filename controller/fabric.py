@@ -323,7 +323,8 @@ class Fabric:
         """Periodic work: expire links and ARP waits, apply batched changes, send LLDP."""
         out = self._settle(now)
         switches = len(self.topo.switches)
-        receiving = self.telemetry.receiving(now, 2 * self.polls.period(switches))
+        window = 2 * self.polls.period(switches)
+        receiving = lambda: self.telemetry.receiving(now, window)  # noqa: E731
         stretch = self.lldp.period(self._ports) / self.config.lldp_interval
         expired = self.topo.expire_links(now, self.config.lldp_timeout * stretch, receiving)
         for link in expired:
@@ -369,15 +370,17 @@ class Fabric:
         return out
 
     def _poll(self, due: list[int]) -> Messages:
-        """Counters from the switches ``due``: ports and groups always; the PIN table's
-        Loom rules (tracked flows, jobs) where flows or jobs enter."""
+        """Counters from the switches ``due``: ports always; groups where hosts send (the
+        select groups are there); the PIN table's Loom rules where flows or jobs enter."""
         flows = StatsRequest(StatsKind.FLOW, Table.PIN, COOKIE_BASE, COOKIE_MARK_MASK)
         ingresses = {f.ingress for f in self.te.flows.flows.values()}
         members = self.jobs.members()
         ingresses |= {h.dpid for h in self.topo.hosts.values() if h.ip in members}
         out: Messages = {}
         for dpid in due:
-            msgs: list[Message] = [StatsRequest(StatsKind.PORT), StatsRequest(StatsKind.GROUP)]
+            msgs: list[Message] = [StatsRequest(StatsKind.PORT)]
+            if self.topo.edge_ports(dpid):  # select groups live where hosts can send
+                msgs.append(StatsRequest(StatsKind.GROUP))
             if dpid in ingresses:
                 msgs.append(flows)
             out[dpid] = msgs

@@ -8,6 +8,7 @@ carried LLDP is a fabric port and never hosts a host.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import networkx as nx
@@ -125,12 +126,18 @@ class Topology:
         return not (old is not None and old.dst == dst)
 
     def expire_links(
-        self, now: float, timeout: float, receiving: set[PortRef] | None = None
+        self,
+        now: float,
+        timeout: float,
+        receiving: set[PortRef] | Callable[[], set[PortRef]] | None = None,
     ) -> list[Link]:
         """Drop links whose LLDP stopped arriving. A link whose far end is still
         ``receiving`` traffic is alive whatever LLDP says: under congestion the frames
-        can queue behind data for longer than the timeout."""
+        can queue behind data for longer than the timeout. (``receiving`` may be a
+        function: asked only when some link is past its timeout.)"""
         old = [link for link in self.links.values() if now - link.last_seen > timeout]
+        if callable(receiving):
+            receiving = receiving() if old else None
         dead = []
         for link in old:
             if receiving and link.dst in receiving:
