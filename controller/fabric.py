@@ -429,7 +429,15 @@ class Fabric:
             for kind in source.kinds:
                 for owner in self.store.owners(kind):
                     plans.setdefault(owner, {})
-        return self._commit(plans)
+        fresh = [
+            d for d in sorted(self.topo.switches) if (OwnerKind.BASE, d) not in self.store.parts
+        ]
+        out = self._commit(plans)
+        for dpid in fresh:  # its LLDP catch rule is in: discovery through it starts now
+            if (OwnerKind.BASE, dpid) in self.store.parts:
+                merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+                self.lldp.visited(now, dpid)
+        return out
 
     def _destinations(self) -> list[int]:
         """Switches hosts can be on: those with edge ports (or hosts)."""

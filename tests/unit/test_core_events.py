@@ -53,7 +53,7 @@ def line_fabric() -> Fabric:
     up(f, 2, ports(1, 2, 3))
     f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3)))
     f.packet_in(0.1, PacketIn(1, 3, LldpFrame(2, 3)))
-    f.tick(0.2)
+    f.tick(0.4)  # discovery quiet for 0.25 s: planned
     return f
 
 
