@@ -195,6 +195,11 @@ class ArpService:
         frame = ArpFrame(
             ARP_REQUEST, CONTROLLER_MAC, BROADCAST, CONTROLLER_MAC, ZERO_IP, ZERO_MAC, ip
         )
+        if now - self._window >= 1.0:
+            self._window, self._spent = now, 0
+        if self._spent >= PROBE_RATE:  # this second's budget is spent: nothing to build
+            self.deferred += 1
+            return
         tries = self.probes.get(ip, 0)
         first = tries == 0  # first ask only where nobody spoke yet
         sends: list[tuple[int, PacketOut]] = []
@@ -208,8 +213,6 @@ class ArpService:
                 actions = tuple(Output(p) for p in ports)
                 sends.append((dpid, PacketOut(OFPP_CONTROLLER, actions, frame)))
         frames = sum(len(pkt.actions) for _, pkt in sends)
-        if now - self._window >= 1.0:
-            self._window, self._spent = now, 0
         if self._spent and self._spent + frames > PROBE_RATE:
             self.deferred += 1
             return
