@@ -235,6 +235,10 @@ class TrafficEngineer:
             log.debug("unpinned %s: %.2f Mbit/s", key, gone.rate_bps / 1e6 if gone else -1)
             if key in self.flows.flows:
                 plans[owner_of(key)] = self._plan(self.flows.flows[key], topo, routes)
+        if not elephants:  # nothing to place: no pass over every link (k=48: 110,592)
+            self.last_max_utilization = 0.0
+            plans.update(self._mark_acks(elephants, topo, routes))  # unmark what was marked
+            return plans
         demands = self._demands(now, elephants, topo, routes, capacity)
         links = {(u, k) for u, _, k in routes.graph.edges(keys=True)}
         cap = {link: capacity(link) for link in links}

@@ -345,10 +345,10 @@ class Fabric:
             self._commit(self.te.tick(now, self.topo, self.routes, self.telemetry, self.capacity)),
         )
         merge(out, self._poll(self.polls.due(now, dict.fromkeys(self.topo.switches, 1.0))))
-        live = {d: s.live_ports() for d, s in self.topo.switches.items()}
-        self._ports = sum(len(p) for p in live.values())
-        for dpid in self.lldp.due(now, {d: float(len(p)) for d, p in live.items()}):
-            merge(out, self._lldp_for(dpid, live[dpid]))
+        weights = {d: float(len(s.ports)) for d, s in self.topo.switches.items()}
+        self._ports = int(sum(weights.values()))
+        for dpid in self.lldp.due(now, weights):
+            merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
         return out
 
     def _mark_dirty(self, now: float) -> None:
@@ -375,7 +375,8 @@ class Fabric:
         flows = StatsRequest(StatsKind.FLOW, Table.PIN, COOKIE_BASE, COOKIE_MARK_MASK)
         ingresses = {f.ingress for f in self.te.flows.flows.values()}
         members = self.jobs.members()
-        ingresses |= {h.dpid for h in self.topo.hosts.values() if h.ip in members}
+        if members:
+            ingresses |= {h.dpid for h in self.topo.hosts.values() if h.ip in members}
         out: Messages = {}
         for dpid in due:
             msgs: list[Message] = [StatsRequest(StatsKind.PORT)]
