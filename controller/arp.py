@@ -203,12 +203,9 @@ class ArpService:
         tries = self.probes.get(ip, 0)
         first = tries == 0  # first ask only where nobody spoke yet
         sends: list[tuple[int, PacketOut]] = []
-        for dpid in sorted(topo.switches):
-            ports = [
-                p
-                for p in topo.edge_ports(dpid)
-                if (dpid, p) != exclude and not (first and topo.host_on((dpid, p)))
-            ]
+        where = topo.silent_ports() if first else {d: topo.edge_ports(d) for d in topo.switches}
+        for dpid in sorted(where):
+            ports = [p for p in sorted(where[dpid]) if (dpid, p) != exclude]
             if ports:
                 actions = tuple(Output(p) for p in ports)
                 sends.append((dpid, PacketOut(OFPP_CONTROLLER, actions, frame)))

@@ -66,17 +66,20 @@ class Topology:
         self._mac_at: dict[PortRef, str] = {}
         self._mac_of_ip: dict[str, str] = {}
         self._macs_on: dict[int, set[str]] = {}
+        self._silent: dict[int, set[int]] | None = None  # edge ports no host spoke from
 
     # -- switches and ports -------------------------------------------------
     def add_switch(self, dpid: int, ports: list[PortDesc]) -> None:
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
         self._edge.pop(dpid, None)
+        self._silent = None
 
     def remove_switch(self, dpid: int) -> bool:
         """Forget a switch, its links (both directions) and its hosts."""
         if self.switches.pop(dpid, None) is None:
             return False
         self._edge.clear()
+        self._silent = None
         dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
         for ref in dead:
             del self.links[ref]
@@ -90,6 +93,7 @@ class Topology:
         if switch is None:
             return False
         self._edge.pop(dpid, None)
+        self._silent = None
         if deleted:
             switch.ports.pop(desc.port_no, None)
         else:
@@ -123,6 +127,7 @@ class Topology:
             self.fabric_ports.update((src, dst))
             self._edge.pop(src[0], None)
             self._edge.pop(dst[0], None)
+            self._silent = None
         return not (old is not None and old.dst == dst)
 
     def expire_links(
@@ -194,6 +199,8 @@ class Topology:
             return False
         old = self.hosts.get(mac)
         self._mac_at[(dpid, port)] = mac
+        if self._silent is not None and port in self._silent.get(dpid, ()):
+            self._silent[dpid].discard(port)
         self._macs_on.setdefault(dpid, set()).add(mac)
         if ip is not None:
             self._mac_of_ip[ip] = mac
@@ -202,6 +209,18 @@ class Topology:
             return (ip is not None and ip != old.ip) or tenant != old.tenant
         self.hosts[mac] = Host(mac, ip, dpid, port, now, tenant)
         return True
+
+    def silent_ports(self) -> dict[int, set[int]]:
+        """Edge ports where no host has been learned, per switch (kept up to date as
+        hosts speak; a port whose host went is found silent again after the next
+        change of ports or links)."""
+        if self._silent is None:
+            found = {
+                d: {p for p in self.edge_ports(d) if self.host_on((d, p)) is None}
+                for d in self.switches
+            }
+            self._silent = {d: ports for d, ports in found.items() if ports}
+        return self._silent
 
     def host_on(self, ref: PortRef) -> Host | None:
         """The host learned on a switch port, if any."""
