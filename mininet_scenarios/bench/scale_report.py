@@ -168,6 +168,23 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+MARKERS = {"fat_tree": "o", "dragonfly": "s"}
+
+
+def _series(ax: Any, sizes: list[dict[str, Any]], key: str, label: str, color: str) -> None:
+    """One figure against fabric size, a line per fabric family."""
+    for family, marker in MARKERS.items():
+        pts = sorted(
+            (s["switches"], figures(s)[key])
+            for s in sizes
+            if s.get("family") == family and figures(s)[key]
+        )
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            name = f"{label} ({family.replace('_', '-')})"
+            ax.plot(xs, ys, marker=marker, color=color, label=name, linewidth=1)
+
+
 def plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Times against switches (log-log) with the targets; max rules per switch beside."""
     import matplotlib
@@ -178,19 +195,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path | None:
     sizes = [s for s in doc.get("sizes", []) if s.get("switches") and "settle" in s]
     if not sizes:
         return None
-    markers = {"fat_tree": "o", "dragonfly": "s"}
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(13, 5))
     for key, label, color in TIMES:
-        for family, marker in markers.items():
-            pts = sorted(
-                (s["switches"], figures(s)[key])
-                for s in sizes
-                if s.get("family") == family and figures(s)[key]
-            )
-            if pts:
-                xs, ys = zip(*pts, strict=True)
-                name = f"{label} ({family.replace('_', '-')})"
-                ax.plot(xs, ys, marker=marker, color=color, label=name, linewidth=1)
+        _series(ax, sizes, key, label, color)
         ax.axhline(TARGETS[key], color=color, linestyle="--", linewidth=0.8, alpha=0.7)
     bounds: dict[float, list[str]] = {}
     for key, label, _ in TIMES:
@@ -216,21 +223,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path | None:
         ("flows_max", "flows", "tab:purple"),
         ("groups_max", "groups", "tab:gray"),
     ):
-        for family, marker in markers.items():
-            pts = sorted(
-                (s["switches"], figures(s)[key])
-                for s in sizes
-                if s.get("family") == family and figures(s)[key]
-            )
-            if pts:
-                xs, ys = zip(*pts, strict=True)
-                bx.plot(
-                    xs,
-                    ys,
-                    marker=marker,
-                    color=color,
-                    label=f"max {label} ({family.replace('_', '-')})",
-                )
+        _series(bx, sizes, key, f"max {label}", color)
     bx.axhline(
         TARGETS["rules_per_switch"],
         color="red",
