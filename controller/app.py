@@ -47,7 +47,6 @@ from controller.policy.schema import Policy
 from controller.settings import Settings
 
 TICK_SECONDS = 0.1
-GC_THRESHOLDS = (100_000, 50, 1000)
 Handler = Callable[[Any, Any], None]
 GUARDED = ["rest"]  # what may fail: every guarded handler's name, and REST requests
 
@@ -103,9 +102,6 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         # collector from walking it again and again (a full pass held the loop ~0.1 s).
         gc.collect()
         gc.freeze()
-        # The core's rules are many small long-lived objects without cycles: collect the
-        # young generation less often and the old one rarely (halved bring-up at k=16).
-        gc.set_threshold(*GC_THRESHOLDS)
 
     @staticmethod
     def _load_policy(path: str) -> Policy:

@@ -402,7 +402,6 @@ def run_size(spec: str, budget: float) -> dict[str, Any]:
     }
     gc.collect()
     gc.freeze()  # as the app does once started: what exists before the first switch
-    gc.set_threshold(100_000, 50, 1000)  # controller/app.py GC_THRESHOLDS (no Ryu import)
     meter = GcMeter(wire)
     watch = Watch(wire, str(doc["name"]), budget)
     wire.watch = watch
