@@ -95,30 +95,25 @@ class Routing:
     book: AddressBook
     kinds: tuple[OwnerKind, ...] = (OwnerKind.ROUTE,)
     _routes: Routes | None = None
+    _indexes: list[int] = field(default_factory=list)
     _plans: dict[int, tuple[bool, Plan]] = field(default_factory=dict)  # (from hosts, plan)
 
-    def plan(self, inputs: PlanInputs, dpid: int, indexes: list[int] | None = None) -> Plan:
-        from_hosts = bool(inputs.topo.edge_ports(dpid))
-        if indexes is None:
-            indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
-        plan = {dpid: route_plan(dpid, inputs.routes, indexes, from_hosts)}
-        self._plans[dpid] = (from_hosts, plan)
-        return plan
-
     def plan_all(self, inputs: PlanInputs) -> Plans:
-        stale = touched(self._routes, inputs.routes)
-        self._routes = inputs.routes
+        indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
+        # a switch's plan depends on its routes and on the address index of every
+        # destination (a restart may adopt other indexes): either changing re-plans it
+        stale = touched(self._routes, inputs.routes) if indexes == self._indexes else None
+        self._routes, self._indexes = inputs.routes, indexes
         for gone in set(self._plans) - set(inputs.topo.switches):
             del self._plans[gone]
         out: Plans = {}
-        indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
         for dpid in sorted(inputs.topo.switches):
+            from_hosts = bool(inputs.topo.edge_ports(dpid))
             cached = self._plans.get(dpid)
-            fresh = cached is not None and (stale is not None and dpid not in stale)
-            if fresh and cached is not None and cached[0] == bool(inputs.topo.edge_ports(dpid)):
-                out[(OwnerKind.ROUTE, dpid)] = cached[1]
-            else:
-                out[(OwnerKind.ROUTE, dpid)] = self.plan(inputs, dpid, indexes)
+            if cached is None or stale is None or dpid in stale or cached[0] != from_hosts:
+                plan = {dpid: route_plan(dpid, inputs.routes, indexes, from_hosts)}
+                cached = self._plans[dpid] = (from_hosts, plan)
+            out[(OwnerKind.ROUTE, dpid)] = cached[1]
         return out
 
 

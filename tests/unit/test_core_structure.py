@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.addressing import pmac
 from controller.fabric import Fabric
 from controller.jobspec import JobError, parse_job
 from controller.model import (
@@ -104,3 +105,15 @@ def test_the_view_cannot_change_the_core() -> None:
         view.jobs["x"] = None  # type: ignore[index]
     assert len(view.hosts) == 16 and len(view.links) == 64
     assert view.describe()["switches"] == sorted(view.switches)
+
+
+def test_routes_are_planned_again_only_when_their_inputs_change() -> None:
+    sim = LoomSim(fat_tree(4)).start()
+    core, inputs = sim.core, sim.core.inputs()
+    first = core.routing.plan_all(inputs)
+    again = core.routing.plan_all(inputs)
+    assert all(again[owner] is plan for owner, plan in first.items())  # nothing to diff
+    edge = next(h.dpid for h in core.topo.hosts.values())
+    core.book.adopt(edge, "02:00:00:00:99:99", pmac(0, 9000, 0))  # the switch's index moves
+    moved = core.routing.plan_all(inputs)
+    assert all(moved[owner] is not plan for owner, plan in first.items())
