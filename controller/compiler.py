@@ -15,12 +15,13 @@ import functools
 import ipaddress
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from controller.addressing import SWITCH_BITS, SWITCH_SHIFT, mac_int, mac_str, to_switch
 from controller.flows import IP_PROTO_TCP, IP_PROTO_UDP, FlowKey
+from controller.limits import OPEN_VSWITCH, SwitchLimits, bucket_subset, pick
 from controller.model import (
     ETH_TYPE_ARP,
     ETH_TYPE_IPV4,
@@ -257,7 +258,13 @@ def _select_gid(ports: tuple[int, ...], taken: dict[int, tuple[int, ...]]) -> in
     return gid
 
 
-def route_plan(dpid: int, routes: Routes, indexes: Sequence[int], from_hosts: bool) -> SwitchRules:
+def route_plan(
+    dpid: int,
+    routes: Routes,
+    indexes: Sequence[int],
+    from_hosts: bool,
+    limits: SwitchLimits = OPEN_VSWITCH,
+) -> SwitchRules:
     """One switch's routes towards every destination switch, by Loom address.
 
     Packets in transit take one of the equal-cost next hops by the low bits of the
@@ -286,24 +293,42 @@ def route_plan(dpid: int, routes: Routes, indexes: Sequence[int], from_hosts: bo
             meter = None if ports else METER_MISS
             rules.add_flow(FlowRule(Table.ROUTE, prio, match, (hop,), meter=meter, cookie=cookie))
     if from_hosts:
-        taken: dict[int, tuple[int, ...]] = {}
-        from_host = (0, META_FROM_FABRIC)
-        for lo, size_log, action in blocks(actions, False, None):
-            match = Match.of(eth_dst=_block_match(lo, size_log, 0, 0), metadata=from_host)
-            if action == TO_CONTROLLER:
-                miss = (Output(OFPP_CONTROLLER),)
-                rules.add_flow(
-                    FlowRule(Table.ROUTE, PRIO_ROUTE, match, miss, meter=METER_MISS, cookie=cookie)
-                )
-                continue
-            ports = sets[action]
+        _from_host_rules(rules, cookie, sets, blocks(actions, False, None), limits)
+    return rules
+
+
+def _from_host_rules(
+    rules: SwitchRules,
+    cookie: int,
+    sets: list[tuple[int, ...]],
+    cover: list[Block],
+    limits: SwitchLimits,
+) -> None:
+    """Packets from hosts: a select group per next-hop set, within the switch's group
+    and bucket caps (a set left without a group gets one port per destination block)."""
+    from_host = (0, META_FROM_FABRIC)
+    chosen: list[tuple[int, Match, tuple[int, ...]]] = []
+    for lo, size_log, action in cover:
+        match = Match.of(eth_dst=_block_match(lo, size_log, 0, 0), metadata=from_host)
+        if action == TO_CONTROLLER:
+            miss = (Output(OFPP_CONTROLLER),)
+            rules.add_flow(
+                FlowRule(Table.ROUTE, PRIO_ROUTE, match, miss, meter=METER_MISS, cookie=cookie)
+            )
+            continue
+        chosen.append((lo, match, bucket_subset(sets[action], limits.select_buckets, lo)))
+    uses = Counter(ports for _, _, ports in chosen)
+    grouped = sorted(uses, key=lambda p: (len(p) == 1, -uses[p], p))
+    allowed = set(grouped if limits.groups is None else grouped[: limits.groups])
+    taken: dict[int, tuple[int, ...]] = {}
+    for lo, match, ports in chosen:
+        hop: Action = Output(ports[pick(lo, len(ports))])
+        if ports in allowed:
             gid = _select_gid(ports, taken)
             buckets = tuple(Bucket((Output(p),), weight=1, watch_port=p) for p in ports)
             rules.add_group(GroupRule(gid, GroupType.SELECT, buckets))
-            rules.add_flow(
-                FlowRule(Table.ROUTE, PRIO_ROUTE, match, (GroupAction(gid),), cookie=cookie)
-            )
-    return rules
+            hop = GroupAction(gid)
+        rules.add_flow(FlowRule(Table.ROUTE, PRIO_ROUTE, match, (hop,), cookie=cookie))
 
 
 def _next_hop_sets(
@@ -432,6 +457,7 @@ class RuleStore:
     def __init__(self) -> None:
         self.parts: dict[Owner, Plan] = {}
         self.adopted: dict[int, SwitchRules] = {}
+        self.flow_counts: dict[int, int] = {}  # flow entries per switch, across owners
 
     def adopt(self, dpid: int, rules: SwitchRules) -> None:
         self.adopted[dpid] = rules
@@ -461,8 +487,11 @@ class RuleStore:
             return {}
         out: Messages = {}
         for dpid in sorted(set(old) | set(plan)):
-            new = plan.get(dpid, SwitchRules())
-            msgs = diff(self._claim(dpid, old.get(dpid, SwitchRules()), new), new)
+            new, before = plan.get(dpid, SwitchRules()), old.get(dpid, SwitchRules())
+            self.flow_counts[dpid] = (
+                self.flow_counts.get(dpid, 0) + len(new.flows) - len(before.flows)
+            )
+            msgs = diff(self._claim(dpid, before, new), new)
             if msgs:
                 out[dpid] = msgs
         empty = [d for d, r in plan.items() if not (r.flows or r.groups or r.meters)]
@@ -482,6 +511,7 @@ class RuleStore:
     def forget_switch(self, dpid: int) -> None:
         """Loom no longer knows what the switch holds (it disconnected or reconnected)."""
         self.adopted.pop(dpid, None)
+        self.flow_counts.pop(dpid, None)
         for owner, plan in list(self.parts.items()):
             if dpid not in plan:
                 continue
@@ -490,6 +520,18 @@ class RuleStore:
                 self.parts[owner] = rest
             else:
                 del self.parts[owner]
+
+    def fits(self, owner: Owner, plan: Plan, cap: Callable[[int], int | None]) -> bool:
+        """Whether replacing ``owner``'s rules by ``plan`` keeps every switch's flow
+        entries within ``cap`` (or, where it was over already, adds none there)."""
+        old = self.parts.get(owner, {})
+        for dpid, rules in plan.items():
+            limit = cap(dpid)
+            before = len(old[dpid].flows) if dpid in old else 0
+            after = self.flow_counts.get(dpid, 0) - before + len(rules.flows)
+            if limit is not None and len(rules.flows) > before and after > limit:
+                return False
+        return True
 
     def switch_rules(self, dpid: int) -> SwitchRules:
         """Everything installed on one switch, across owners."""

@@ -21,6 +21,7 @@ from controller.compiler import RuleStore, held_hosts
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.jobs import JobBook
 from controller.jobspec import JobSpec
+from controller.limits import NO_LIMITS
 from controller.model import (
     COOKIE_BASE,
     COOKIE_MARK_MASK,
@@ -81,6 +82,9 @@ DISCOVERY_QUIET = 0.25  # seconds without a new link before a batched re-plan
 DISCOVERY_BATCH = 1.0  # ... or at most this long after the first change
 POLL_RATE = 2000.0  # switches polled a second at most (k=48: each every 1.4 s)
 LLDP_RATE = 5000.0  # LLDP frames a second at most (k=48: each port every 28 s)
+# Rules a switch may go without (forwarding falls back to its routes): where a switch's
+# profile caps flow entries, these are refused rather than overflow its tables.
+OPTIONAL = (OwnerKind.FLOW, OwnerKind.JOB, OwnerKind.QUIET)
 
 
 @dataclass(frozen=True)
@@ -123,7 +127,10 @@ class Fabric:
         self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
         self.jobs = JobBook(self.config.qos)
         self.admission = TenantAdmission()
-        self.failover = FastFailover(self.config.fast_failover)
+        self.limits = NO_LIMITS  # switch profiles (the policy's hardware section)
+        self.failover = FastFailover(
+            self.config.fast_failover, select_groups=self.routing.select_groups
+        )
         # The order of a full re-plan; failover last, as it protects what routes use.
         self.sources: tuple[PlanSource, ...] = (
             self.base,
@@ -148,7 +155,7 @@ class Fabric:
         return self.book.address(host.mac, host.dpid, self.tenants.id_of(host.tenant))
 
     def inputs(self) -> PlanInputs:
-        return PlanInputs(self.topo, self.routes, self.tenants, self.capacity)
+        return PlanInputs(self.topo, self.routes, self.tenants, self.capacity, self.limits)
 
     # -- switch lifecycle -----------------------------------------------------
     def switch_up(self, now: float, dpid: int, ports: list[PortDesc]) -> Messages:
@@ -393,6 +400,10 @@ class Fabric:
         was sent and what the store believes in agreement."""
         out: Messages = {}
         staged = {o: self.sync.writable(self.failover.guard(o, p)) for o, p in plans.items()}
+        for owner in [o for o in staged if o[0] in OPTIONAL]:
+            if not self.store.fits(owner, staged[owner], self._flow_cap):
+                del staged[owner]  # what it had stays (a pinned flow keeps its old path)
+                self.events[f"limit_refused.{owner[0]}"] += 1
         for owner, plan in staged.items():  # failover groups first: routes point at them
             first = self.failover.before_routes(owner, plan, self.store.parts.get(owner, {}))
             if first is not None:
@@ -402,6 +413,9 @@ class Fabric:
             if owner[0] is OwnerKind.DEST and isinstance(owner[1], int):
                 self.dests.committed(self.topo, owner[1], bool(plan))
         return out
+
+    def _flow_cap(self, dpid: int) -> int | None:
+        return self.limits.of(dpid).flows
 
     def drain_timings(self) -> list[tuple[str, float]]:
         """Planning durations since the last call, as (kind, seconds)."""
@@ -464,6 +478,7 @@ class Fabric:
         """Put a validated policy in force, sending only what changes: tenants whose
         members and settings did not change keep every rule (a warm reload)."""
         self.tenants = TenantView.of(policy)
+        self.limits = policy.hardware.limits() if policy else NO_LIMITS
         for host in list(self.topo.hosts.values()):
             tenant = self.tenants.tenant_of(host.mac, host.ip, host.dpid, host.port)
             if tenant is None:

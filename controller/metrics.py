@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from controller.fabric import Fabric
+from controller.fabric import OPTIONAL, Fabric
 from controller.policy.manager import PolicyStatus
 from controller.telemetry import imbalance
 from controller.view import FabricView
@@ -147,6 +147,13 @@ METRICS = [
         "Times a switch that refused a message was read back and its differences resent.",
     ),
     MetricDoc(
+        "loom_rules_refused_total",
+        "counter",
+        ("owner",),
+        "Optional rule sets (owner: flow pins, job placements, quiet rules) not installed"
+        " because a switch's profile caps its flow entries; forwarding falls back to routes.",
+    ),
+    MetricDoc(
         "loom_hosts_recovered_total",
         "counter",
         (),
@@ -238,6 +245,10 @@ class FabricCollector(Collector):
             family.add_metric([], events.get(event, 0))
             yield family
         yield from self._refused(events)
+        refused = self._family("loom_rules_refused_total")
+        for owner in OPTIONAL:
+            refused.add_metric([owner.value], events.get(f"limit_refused.{owner}", 0))
+        yield refused
 
     def _refused(
         self, events: Mapping[str, int]

@@ -194,6 +194,13 @@ class _Loads:
         return (round(max(utils, default=0.0), 9), round(sum(u * u for u in utils), 9))
 
 
+# The exact search recurses once per demand and scans every remaining demand at each
+# step: beyond a few hundred demands (a 40-rank all-to-all has 1,560) it can neither
+# finish within its budget nor stay within Python's recursion limit; the greedy
+# placement and its improvement rounds stand alone there.
+SEARCH_MAX_DEMANDS = 256
+
+
 def _key_order(key: Hashable) -> str:
     return repr(key)
 
@@ -221,7 +228,7 @@ def place(
             chosen[d.key] = best
             loads.add(best, d.rate)
     _improve(items, chosen, loads, margin, max_rounds)
-    if loads.objective()[0] > 1.0 + 1e-9:
+    if loads.objective()[0] > 1.0 + 1e-9 and len(items) <= SEARCH_MAX_DEMANDS:
         exact = _search(items, capacity, background or {}, search_budget)
         if exact is not None:
             chosen = exact

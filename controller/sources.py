@@ -21,7 +21,8 @@ import numpy as np
 
 from controller.addressing import AddressBook
 from controller.compiler import base_plan, delivery_plan, route_plan, union_plans
-from controller.model import PortRef
+from controller.limits import NO_LIMITS, Limits, SwitchLimits
+from controller.model import PortRef, SwitchRules
 from controller.owners import Owner, OwnerKind, Plan, Plans
 from controller.protection import Protection, ProtectionMemo, protect, protection_plans
 from controller.routing import Routes
@@ -39,6 +40,7 @@ class PlanInputs:
     routes: Routes
     tenants: TenantView
     capacity: Capacity
+    limits: Limits = NO_LIMITS
 
 
 class PlanSource(Protocol):
@@ -96,7 +98,8 @@ class Routing:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.ROUTE,)
     _routes: Routes | None = None
     _indexes: list[int] = field(default_factory=list)
-    _plans: dict[int, tuple[bool, Plan]] = field(default_factory=dict)  # (from hosts, plan)
+    # per switch: (from hosts, its profile, plan)
+    _plans: dict[int, tuple[bool, SwitchLimits, Plan]] = field(default_factory=dict)
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
@@ -108,13 +111,19 @@ class Routing:
             del self._plans[gone]
         out: Plans = {}
         for dpid in sorted(inputs.topo.switches):
-            from_hosts = bool(inputs.topo.edge_ports(dpid))
+            from_hosts, limits = bool(inputs.topo.edge_ports(dpid)), inputs.limits.of(dpid)
             cached = self._plans.get(dpid)
-            if cached is None or stale is None or dpid in stale or cached[0] != from_hosts:
-                plan = {dpid: route_plan(dpid, inputs.routes, indexes, from_hosts)}
-                cached = self._plans[dpid] = (from_hosts, plan)
-            out[(OwnerKind.ROUTE, dpid)] = cached[1]
+            fresh = cached is None or stale is None or dpid in stale
+            if fresh or cached is None or cached[:2] != (from_hosts, limits):
+                plan = {dpid: route_plan(dpid, inputs.routes, indexes, from_hosts, limits)}
+                cached = self._plans[dpid] = (from_hosts, limits, plan)
+            out[(OwnerKind.ROUTE, dpid)] = cached[2]
         return out
+
+    def select_groups(self, dpid: int) -> int:
+        """How many select groups ``dpid``'s routes use (what fast failover must fit beside)."""
+        cached = self._plans.get(dpid)
+        return len(cached[2][dpid].groups) if cached and dpid in cached[2] else 0
 
 
 def touched(old: Routes | None, new: Routes) -> set[int] | None:
@@ -214,7 +223,9 @@ class FastFailover:
     protection: Protection = field(default_factory=Protection)
     _links_seen: set[PortRef] = field(default_factory=set)
     _memo: ProtectionMemo = field(default_factory=ProtectionMemo)
-    _planned: tuple[frozenset[tuple[int, int, int, int]], Plans] | None = None
+    select_groups: Callable[[int], int] = lambda _dpid: 0  # per switch, beside failover's
+    _planned: tuple[frozenset[tuple[int, int, int, int]], Plans, Protection] | None = None
+    _barring: tuple[Plans, frozenset[int], Plans, Protection] | None = None
     _guarded: dict[Owner, tuple[Plan, object, Plan]] = field(default_factory=dict)
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
@@ -225,16 +236,53 @@ class FastFailover:
         links = frozenset(
             (u, k, v, d.get("dst_port", 0)) for u, v, k, d in graph.edges(keys=True, data=True)
         )
-        if self._planned is not None and self._planned[0] == links:
-            return self._planned[1]  # the same links: the same plans, nothing to diff
-        self._links_seen.update((u, k) for u, k, _, _ in links)
-        detours, self.protection, self._memo = protection_plans(graph, self._links_seen, self._memo)
-        plans: Plans = {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
-        if self._planned is not None:  # a switch whose groups did not change keeps its plan
-            before = self._planned[1]
-            plans = {o: before[o] if before.get(o) == p else p for o, p in plans.items()}
-        self._planned = (links, plans)
+        if self._planned is None or self._planned[0] != links:
+            self._links_seen.update((u, k) for u, k, _, _ in links)
+            detours, prot, self._memo = protection_plans(graph, self._links_seen, self._memo)
+            plans: Plans = {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
+            if self._planned is not None:  # a switch whose groups did not change keeps its plan
+                before = self._planned[1]
+                plans = {o: before[o] if before.get(o) == p else p for o, p in plans.items()}
+            self._planned = (links, plans, prot)
+        _, plans, self.protection = self._planned
+        barred = self._barred(inputs.limits, plans)
+        if barred:
+            plans, self.protection = self._without(barred, plans, self.protection)
         return plans
+
+    def _barred(self, limits: Limits, plans: Plans) -> frozenset[int]:
+        """Switches that may not hold failover groups: their profile has none, or they
+        would not fit beside the switch's select groups."""
+        if limits == NO_LIMITS:
+            return frozenset()
+        out = set()
+        for owner, plan in plans.items():
+            dpid, lim = owner[1], limits.of(owner[1])  # type: ignore[arg-type]
+            assert isinstance(dpid, int)
+            wanted = len(plan[dpid].groups) + self.select_groups(dpid)
+            if not lim.fast_failover or (lim.groups is not None and wanted > lim.groups):
+                out.add(dpid)
+        return frozenset(out)
+
+    def _without(
+        self, barred: frozenset[int], plans: Plans, prot: Protection
+    ) -> tuple[Plans, Protection]:
+        """``plans`` and ``prot`` with no failover group at ``barred`` switches (tunnels
+        through them stay: they are plain flow rules). Remembered per barred set."""
+        if self._barring is not None and self._barring[:2] == (plans, barred):
+            return self._barring[2], self._barring[3]
+        out: Plans = {}
+        for owner, plan in plans.items():
+            if owner[1] not in barred:
+                out[owner] = plan
+            elif flows := plan[owner[1]].flows:
+                out[owner] = {owner[1]: SwitchRules(flows=dict(flows))}
+        kept = Protection(
+            {d: f for d, f in prot.first.items() if d not in barred},
+            {d: a for d, a in prot.arrivals.items() if d not in barred},
+        )
+        self._barring = (plans, barred, out, kept)
+        return out, kept
 
     def guard(self, owner: Owner, plan: Plan) -> Plan:
         """Wrap the outputs of route-following rules in the failover groups (the same

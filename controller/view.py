@@ -160,4 +160,8 @@ class FabricView:
                 for h in sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port, h.mac))
             ],
             "groups": None if groups is None else len(set(groups.values())),
+            "profiles": {
+                "default": self._f.limits.default.name,
+                "switches": {str(d): p.name for d, p in sorted(self._f.limits.by_dpid.items())},
+            },
         }

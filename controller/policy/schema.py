@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from controller.jobspec import Job
+from controller.limits import OPEN_VSWITCH, Limits, SwitchLimits
+from controller.model import OFPG_MAX
 from controller.qos import CLASSES
 from controller.vocabulary import NAME_RE, POLICIES
 
@@ -126,8 +128,57 @@ class FabricSettings(Strict):
         return v
 
 
+class Profile(Strict):
+    """What one switch model can hold (see ``controller.limits``); unset: no cap."""
+
+    select_buckets: int | None = Field(default=None, ge=1, le=0xFFFF)
+    groups: int | None = Field(default=None, ge=0, le=OFPG_MAX)
+    fast_failover: bool = True
+    flows: int | None = Field(default=None, ge=1, le=2**32 - 1)
+
+
+class Hardware(Strict):
+    """Switch profiles and which switches (by dpid) have each; the rest ``default``."""
+
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+    switches: dict[str, list[Annotated[int, Field(ge=1, le=2**64 - 1)]]] = Field(
+        default_factory=dict
+    )
+    default: str = OPEN_VSWITCH.name
+
+    @model_validator(mode="after")
+    def _names(self) -> Hardware:
+        if OPEN_VSWITCH.name in self.profiles:
+            raise ValueError(f"profiles: {OPEN_VSWITCH.name!r} is the built-in profile's name")
+        for name in self.profiles:
+            if not NAME_RE.fullmatch(name):
+                raise ValueError(f"profiles: {name!r} is not a profile name: 1-64 of a-z 0-9 . _ -")
+        known = sorted({OPEN_VSWITCH.name, *self.profiles})
+        for key, name in [("default", self.default), *(("switches", n) for n in self.switches)]:
+            if name not in known:
+                raise ValueError(f"{key}: no profile {name!r}; defined: {', '.join(known)}")
+        seen: dict[int, str] = {}
+        for name, dpids in self.switches.items():
+            for dpid in dpids:
+                if seen.setdefault(dpid, name) != name:
+                    raise ValueError(
+                        f"switches: dpid {dpid} is in both {seen[dpid]!r} and {name!r}"
+                    )
+        return self
+
+    def limits(self) -> Limits:
+        def profile(name: str) -> SwitchLimits:
+            if name == OPEN_VSWITCH.name:
+                return OPEN_VSWITCH
+            return SwitchLimits(name, **self.profiles[name].model_dump())
+
+        by_dpid = {d: profile(n) for n, dpids in self.switches.items() for d in dpids}
+        return Limits(profile(self.default), by_dpid)
+
+
 class Policy(Strict):
     version: Literal[1] = 1
     fabric: FabricSettings = Field(default_factory=FabricSettings)
+    hardware: Hardware = Field(default_factory=Hardware)
     tenants: list[Tenant] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)

@@ -91,6 +91,26 @@ class MeterEntry:
     bands: list[Any]
 
 
+@dataclass
+class HardwareLimits:
+    """What a switch model caps (None: no cap), enforced with the errors a real switch
+    sends, so a test proves the controller stays within a profile rather than trusting it."""
+
+    select_buckets: int | None = None
+    groups: int | None = None
+    fast_failover: bool = True
+    flows: int | None = None
+
+    def check_group(self, group_type: int, buckets: int, groups_after: int) -> None:
+        if group_type == ofp.OFPGT_FF and not self.fast_failover:
+            raise group_error("OFPGMFC_BAD_TYPE", "this switch has no fast-failover groups")
+        most = self.select_buckets
+        if group_type == ofp.OFPGT_SELECT and most is not None and buckets > most:
+            raise group_error("OFPGMFC_OUT_OF_BUCKETS", f"{buckets} buckets > {most}")
+        if self.groups is not None and groups_after > self.groups:
+            raise group_error("OFPGMFC_OUT_OF_GROUPS", f"the group table holds {self.groups}")
+
+
 class SwitchTables:
     """Flow, group and meter tables of one switch, plus what it was sent."""
 
@@ -103,6 +123,7 @@ class SwitchTables:
         self.meters: dict[int, MeterEntry] = {}
         self._seq = 0
         self._index: dict[int, list[_MaskGroup]] = {}
+        self.limits = HardwareLimits()
 
     # ---- flows ---------------------------------------------------------------------------
 
@@ -150,6 +171,9 @@ class SwitchTables:
                 if overlaps(other.key, match):
                     raise flow_error("OFPFMFC_OVERLAP", f"overlaps {other.describe()}")
         old = next((e for e in same_prio if e.key == match), None)
+        cap = self.limits.flows
+        if old is None and cap is not None and sum(map(len, self.tables.values())) >= cap:
+            raise flow_error("OFPFMFC_TABLE_FULL", f"the switch holds its maximum of {cap} flows")
         self._seq += 1
         entry = FlowEntry(
             table_id=msg.table_id,
@@ -271,6 +295,7 @@ class SwitchTables:
         if msg.type not in GROUP_TYPES:
             raise group_error("OFPGMFC_BAD_TYPE", f"group type {msg.type}")
         buckets = list(msg.buckets or ())
+        self.limits.check_group(msg.type, len(buckets), len(self.groups) + (gid not in self.groups))
         if msg.type == ofp.OFPGT_INDIRECT and len(buckets) != 1:
             raise group_error("OFPGMFC_INVALID_GROUP", "an indirect group has exactly one bucket")
         for b in buckets:

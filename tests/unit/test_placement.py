@@ -187,3 +187,17 @@ def test_background_below_the_floor_counts_as_none() -> None:
     assert background[(7, 2)] == pytest.approx(3e6, rel=0.3)
     no_floor = TrafficEngineer(TeConfig(background_floor=0.0))
     assert no_floor._background(cap, telemetry, [], ROUTES, Topology())[(7, 1)] > 0.0
+
+
+def test_placement_of_thousands_of_demands_over_capacity_returns() -> None:
+    """More demands than the exact search may take (it recursed once per demand and hit
+    Python's recursion limit on a 40-rank all-to-all): the greedy placement answers.
+    1,500 demands fit alone on links of their own; three more cannot share two links."""
+    own: list[Link] = [(i, 1) for i in range(1500)]
+    shared: list[Link] = [(-1, 1), (-2, 1)]
+    capacity = dict.fromkeys(own + shared, 1.0)
+    demands = [Demand(i, 0.5, ((link,),)) for i, link in enumerate(own)]
+    demands += [Demand(f"x{i}", 0.6, tuple((link,) for link in shared)) for i in range(3)]
+    placement = place(demands, capacity)
+    assert len(placement.paths) == 1503
+    assert placement.max_utilization == pytest.approx(1.2)
