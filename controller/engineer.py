@@ -212,8 +212,7 @@ class TrafficEngineer:
     def replan_all(self, topo: Topology, routes: Routes) -> dict[Owner, Plan]:
         """After a topology change: keep pins whose paths survive, drop the others (the
         default routes carry those flows until the next placement)."""
-        live = set(routes.graph.edges(keys=True))
-        live_links = {(u, k) for u, _, k in live}
+        live_links = {(u, p) for u, edges in routes.out.items() for p, _, _ in edges}
         self.staged.clear()
         for key, path in list(self.paths.items()):
             if not all(link in live_links for link in path):

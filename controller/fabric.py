@@ -119,6 +119,7 @@ class Fabric:
             self.config.arp_probe_interval, self.config.arp_wait_timeout, self.address_of
         )
         self.routes = empty_routes()
+        self._routed_to: list[int] = []  # the destinations ``routes`` was computed for
         self.telemetry = Telemetry()
         self.tenants = TenantView.of(None)
         self.base = BasePipeline(self.config.te.enabled, self.config.qos)
@@ -434,7 +435,9 @@ class Fabric:
         self._last_change = max(self._last_change, now)
         self.events["replan_all"] += 1
         started = self.timer()
-        self.routes = compute_routes(self.topo.graph(), self._destinations())
+        graph, dests = self.topo.graph(), self._destinations()
+        if graph is not self.routes.graph or dests != self._routed_to:
+            self.routes, self._routed_to = compute_routes(graph, dests), dests
         inputs = self.inputs()
         plans: Plans = {}
         for source in self.sources:

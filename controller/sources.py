@@ -148,13 +148,22 @@ class Destinations:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.DEST,)
     _routed_to: dict[str, int] = field(default_factory=dict)  # host MAC -> dest switch
     _macs_at: dict[int, set[str]] = field(default_factory=dict)
+    _plans: dict[int, tuple[object, Plan]] = field(default_factory=dict)
 
     def address(self, inputs: PlanInputs, host: Host) -> str:
         return self.book.address(host.mac, host.dpid, inputs.tenants.id_of(host.tenant))
 
     def plan(self, inputs: PlanInputs, dest: int) -> Plan:
-        hosts = inputs.topo.hosts_at(dest)
-        return delivery_plan(dest, [(h, self.address(inputs, h)) for h in hosts])
+        """Delivery at ``dest``; the very plan it had while its hosts and their
+        addresses are the same (nothing to compare on a full re-plan)."""
+        hosts = [(h, self.address(inputs, h)) for h in inputs.topo.hosts_at(dest)]
+        key = [(h.mac, h.ip, h.port, a) for h, a in hosts]
+        cached = self._plans.get(dest)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        plan = delivery_plan(dest, hosts)
+        self._plans[dest] = (key, plan)
+        return plan
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         dests = sorted({h.dpid for h in inputs.topo.hosts.values()})
@@ -306,4 +315,6 @@ class FastFailover:
     def before_routes(owner: Owner, plan: Plan, installed: Plan) -> Plan | None:
         """Failover groups are what routes point at: the first pass adds new groups
         while keeping the old ones (the second pass removes what went)."""
-        return union_plans(installed, plan) if owner[0] is OwnerKind.PROTECT else None
+        if owner[0] is not OwnerKind.PROTECT or plan is installed:
+            return None
+        return union_plans(installed, plan)

@@ -67,19 +67,20 @@ class Topology:
         self._mac_of_ip: dict[str, str] = {}
         self._macs_on: dict[int, set[str]] = {}
         self._silent: dict[int, set[int]] | None = None  # edge ports no host spoke from
+        self._graph: nx.MultiDiGraph | None = None  # built on demand, dropped on any change
 
     # -- switches and ports -------------------------------------------------
     def add_switch(self, dpid: int, ports: list[PortDesc]) -> None:
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
         self._edge.pop(dpid, None)
-        self._silent = None
+        self._silent = self._graph = None
 
     def remove_switch(self, dpid: int) -> bool:
         """Forget a switch, its links (both directions) and its hosts."""
         if self.switches.pop(dpid, None) is None:
             return False
         self._edge.clear()
-        self._silent = None
+        self._silent = self._graph = None
         dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
         for ref in dead:
             del self.links[ref]
@@ -93,7 +94,7 @@ class Topology:
         if switch is None:
             return False
         self._edge.pop(dpid, None)
-        self._silent = None
+        self._silent = self._graph = None
         if deleted:
             switch.ports.pop(desc.port_no, None)
         else:
@@ -123,6 +124,8 @@ class Topology:
             return False
         old = self.links.get(src)
         self.links[src] = Link(src, dst, now)
+        if old is None or old.dst != dst:
+            self._graph = None
         if src not in self.fabric_ports or dst not in self.fabric_ports:
             self.fabric_ports.update((src, dst))
             self._edge.pop(src[0], None)
@@ -150,12 +153,14 @@ class Topology:
             else:
                 dead.append(link)
                 del self.links[link.src]
+                self._graph = None
         return dead
 
     def _drop_links_at(self, ref: PortRef) -> bool:
         dead = [s for s, link in self.links.items() if ref in (s, link.dst)]
         for s in dead:
             del self.links[s]
+            self._graph = None
         return bool(dead)
 
     def is_fabric_port(self, ref: PortRef) -> bool:
@@ -178,7 +183,13 @@ class Topology:
         return list(found)
 
     def graph(self) -> nx.MultiDiGraph:
-        """Live switch graph: nodes are dpids, edge key is the source port."""
+        """Live switch graph: nodes are dpids, edge key is the source port. The same
+        object until switches, ports or links change (callers must not modify it)."""
+        if self._graph is None:
+            self._graph = self._build_graph()
+        return self._graph
+
+    def _build_graph(self) -> nx.MultiDiGraph:
         g = nx.MultiDiGraph()
         g.add_nodes_from(sorted(self.switches))
         for src, link in sorted(self.links.items()):
