@@ -9,7 +9,6 @@ environment variables (see ``controller.settings``).
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import signal
 import sys
@@ -21,6 +20,7 @@ from typing import Any
 if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py): find the repo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from controller import heap
 from controller.fabric import Fabric
 from controller.metrics import LoomMetrics
 from controller.model import Messages, PacketOut, StatsKind, StatsRequest
@@ -98,10 +98,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         signal.signal(signal.SIGHUP, self._on_sighup)
         self._ticker = hub.spawn(self._tick_loop)
         self._watcher = hub.spawn(self._watch_policy)
-        # Everything imported and built so far lives as long as the process: keep the
-        # collector from walking it again and again (a full pass held the loop ~0.1 s).
-        gc.collect()
-        gc.freeze()
+        heap.start()  # what is built so far lives as long as the process
 
     @staticmethod
     def _load_policy(path: str) -> Policy:
@@ -284,7 +281,9 @@ class FabricApp(BaseApp):  # type: ignore[misc]
     def send(self, messages: Messages) -> None:
         """Rules first on every switch, then packets, so a packet never beats its route;
         each switch gets its messages in the order the core planned them (``Outbox``)."""
-        self.metrics.observe(self.fabric.drain_timings())
+        timings = self.fabric.drain_timings()
+        self.metrics.observe(timings)
+        heap.after(sum(seconds for _, seconds in timings))
         for want_packets in (False, True):
             for dpid, msgs in messages.items():
                 dp = self.datapaths.get(dpid)

@@ -55,7 +55,7 @@ from controller.model import (
 )
 from controller.owners import OwnerKind, Plans
 from controller.qos import ack_marks
-from controller.routing import compute_routes, empty_routes
+from controller.routing import Groups, compute_routes, empty_routes, infer_groups
 from controller.sources import (
     BasePipeline,
     Destinations,
@@ -120,6 +120,7 @@ class Fabric:
         )
         self.routes = empty_routes()
         self._routed_to: list[int] = []  # the destinations ``routes`` was computed for
+        self._groups: tuple[int, Groups] = (-1, None)  # (topology shape, dragonfly groups)
         self.telemetry = Telemetry()
         self.tenants = TenantView.of(None)
         self.base = BasePipeline(self.config.te.enabled, self.config.qos)
@@ -437,7 +438,10 @@ class Fabric:
         started = self.timer()
         graph, dests = self.topo.graph(), self._destinations()
         if graph is not self.routes.graph or dests != self._routed_to:
-            self.routes, self._routed_to = compute_routes(graph, dests), dests
+            if self._groups[0] != self.topo.shape:  # inferred again only if the shape changed
+                self._groups = (self.topo.shape, infer_groups(graph))
+            self.routes = compute_routes(graph, dests, self._groups[1])
+            self._routed_to = dests
         inputs = self.inputs()
         plans: Plans = {}
         for source in self.sources:

@@ -12,6 +12,7 @@ the same inputs always give the same plan.
 
 from __future__ import annotations
 
+import random
 import zlib
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,20 +32,73 @@ Path = tuple[Link, ...]  # fabric hops from the ingress switch to the egress swi
 
 
 def minimal_paths(routes: Routes, src: int, dst: int, limit: int = 16) -> list[Path]:
-    """Up to ``limit`` equal-cost paths along the next-hop sets, in port order."""
+    """Up to ``limit`` equal-cost paths along the next-hop sets: all of them, in port
+    order, when there are no more than ``limit``; else a sample spread uniformly over
+    all of them (seeded by the pair, so the same pair always gets the same sample). The
+    first ``limit`` in port order would leave a k=32 edge switch by one uplink only."""
     if src == dst:
         return [()]
     if dst not in routes.index:
         return []
     hops = routes.hops_to(dst)
-    return _walk(routes.graph, lambda node: hops.get(node, ()), src, dst, limit)
+    peer = cast(dict[Link, int], routes.peer())
+    ahead = _paths_ahead(hops, peer, src, dst)
+    if ahead.get(src, 0) <= limit:
+        return _walk(peer, lambda node: hops.get(node, ()), src, dst, limit)
+    return _sample(hops, peer, ahead, src, dst, limit)
+
+
+def _paths_ahead(
+    hops: Mapping[Hashable, tuple[int, ...]], peer: Mapping[Link, int], src: int, dst: int
+) -> dict[int, int]:
+    """How many next-hop paths lead from each switch reachable from ``src`` to ``dst``."""
+    ahead = {dst: 1}
+    stack = [src]
+    while stack:
+        node = stack[-1]
+        nexts = [peer[(node, p)] for p in hops.get(node, ()) if (node, p) in peer]
+        todo = [v for v in nexts if v not in ahead]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        ahead[node] = sum(ahead[v] for v in nexts)
+    return ahead
+
+
+def _sample(
+    hops: Mapping[Hashable, tuple[int, ...]],
+    peer: Mapping[Link, int],
+    ahead: Mapping[int, int],
+    src: int,
+    dst: int,
+    limit: int,
+) -> list[Path]:
+    """Distinct paths drawn uniformly (each hop weighted by the paths behind it)."""
+    rng = random.Random(zlib.crc32(f"{src}-{dst}".encode()))
+    found: dict[Path, None] = {}
+    for _ in range(limit * 8):
+        node, path = src, []
+        while node != dst:
+            ports = [p for p in hops.get(node, ()) if (node, p) in peer]
+            weights = [ahead.get(peer[(node, p)], 0) for p in ports]
+            port = rng.choices(ports, weights)[0]
+            path.append((node, port))
+            node = peer[(node, port)]
+        found.setdefault(tuple(path))
+        if len(found) == limit:
+            break
+    return list(found)
 
 
 def _walk(
-    g: nx.MultiDiGraph, next_ports: Callable[[int], tuple[int, ...]], src: int, dst: int, limit: int
+    peer: Mapping[Link, int],
+    next_ports: Callable[[int], tuple[int, ...]],
+    src: int,
+    dst: int,
+    limit: int,
 ) -> list[Path]:
     """Depth-first walk along ``next_ports`` from ``src`` to ``dst``: simple paths only."""
-    peer = {(u, k): v for u, v, k in g.edges(keys=True)}
     out: list[Path] = []
     stack: list[tuple[int, Path]] = [(src, ())]
     while stack and len(out) < limit:
@@ -98,7 +152,7 @@ def valiant_paths(
         if mid not in cache:
             hops = ecmp_next_hops(routes.graph, mid, routes.costs)
             cache[mid] = {cast(int, u): tuple(p for p, _ in nh) for u, nh in hops.items()}
-        first = _walk(routes.graph, _lookup(cache[mid]), src, mid, 1)
+        first = _walk(cast(dict[Link, int], routes.peer()), _lookup(cache[mid]), src, mid, 1)
         second = minimal_paths(routes, mid, dst, 1)
         if not first or not second:
             continue
@@ -212,7 +266,7 @@ def place(
     *,
     margin: float = 0.05,
     max_rounds: int = 200,
-    search_budget: int = 50_000,
+    search_budget: int = 200_000,
 ) -> Placement:
     """Assign each demand one of its candidate paths (see the module docstring)."""
     items = sorted((d for d in demands if d.candidates), key=lambda d: (-d.rate, _key_order(d.key)))
@@ -292,7 +346,9 @@ def _search(
     budget: int,
 ) -> dict[Hashable, Path] | None:
     """Depth-first search for an assignment with every link within capacity, most
-    constrained flow first; ``None`` when there is none or the budget runs out."""
+    constrained flow first; ``None`` when there is none or the budget runs out. The
+    budget counts candidate paths weighed (each step weighs every remaining demand's),
+    so a large job gives up after a bounded time rather than a bounded depth."""
     loads = _Loads(capacity, background)
     chosen: dict[Hashable, Path] = {}
     nodes = 0
@@ -304,10 +360,10 @@ def _search(
         nonlocal nodes
         if not remaining:
             return True
-        nodes += 1
+        options = [(sum(fits(p, d.rate) for p in _allowed(d)), i) for i, d in enumerate(remaining)]
+        nodes += sum(len(_allowed(d)) for d in remaining)  # the paths this step weighed
         if nodes > budget:
             return False
-        options = [(sum(fits(p, d.rate) for p in _allowed(d)), i) for i, d in enumerate(remaining)]
         count, idx = min(options)
         if count == 0:
             return False

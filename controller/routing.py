@@ -17,6 +17,7 @@ import heapq
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import networkx as nx
 import numpy as np
@@ -25,6 +26,8 @@ from scipy.sparse import csgraph
 
 Node = Hashable
 NextHops = dict[Node, tuple[tuple[int, Node], ...]]  # node -> ((port, neighbour), ...)
+Groups = dict[Node, int] | None  # dragonfly group of every switch (None: not a dragonfly)
+Infer = Literal["infer"]
 
 
 def infer_groups(g: nx.Graph | nx.MultiGraph | nx.MultiDiGraph) -> dict[Node, int] | None:
@@ -139,6 +142,13 @@ class Routes:
     out: dict[Node, list[tuple[int, Node, int]]] = field(default_factory=dict)
     _matrix: sparse.csr_matrix | None = None
     _hops: dict[Node, dict[Node, tuple[int, ...]]] = field(default_factory=dict)
+    _peer: dict[tuple[Node, int], Node] | None = None
+
+    def peer(self) -> dict[tuple[Node, int], Node]:
+        """The switch at the far end of each (switch, port) link (built once)."""
+        if self._peer is None:
+            self._peer = {(u, p): v for u, edges in self.out.items() for p, v, _ in edges}
+        return self._peer
 
     def next_ports(self, switch: Node, dest: Node) -> tuple[int, ...]:
         """Equal-cost next-hop ports of ``switch`` towards ``dest``, sorted."""
@@ -214,9 +224,13 @@ def _distances(matrix: sparse.csr_matrix, sources: list[int]) -> np.ndarray:
     return np.asarray(found, dtype=float).reshape(len(sources), -1).T.copy()
 
 
-def compute_routes(g: nx.MultiDiGraph, dests: Iterable[Node]) -> Routes:
-    """Routes to each of ``dests`` over ``g``, with dragonfly groups inferred."""
-    groups = infer_groups(g)
+def compute_routes(
+    g: nx.MultiDiGraph, dests: Iterable[Node], groups: Groups | Infer = "infer"
+) -> Routes:
+    """Routes to each of ``dests`` over ``g``, with dragonfly ``groups`` as given or
+    inferred from ``g``."""
+    if groups == "infer":
+        groups = infer_groups(g)
     costs = link_costs(g, groups)
     nodes = sorted(g.nodes, key=repr)
     out: dict[Node, list[tuple[int, Node, int]]] = {}

@@ -68,9 +68,14 @@ class Topology:
         self._macs_on: dict[int, set[str]] = {}
         self._silent: dict[int, set[int]] | None = None  # edge ports no host spoke from
         self._graph: nx.MultiDiGraph | None = None  # built on demand, dropped on any change
+        # Bumped when switches come or go or two switches are first seen linked: what
+        # dragonfly groups are inferred from (a failed link, or one back, changes neither)
+        self.shape = 0
+        self._pairs: set[tuple[int, int]] = set()
 
     # -- switches and ports -------------------------------------------------
     def add_switch(self, dpid: int, ports: list[PortDesc]) -> None:
+        self.shape += dpid not in self.switches
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
         self._edge.pop(dpid, None)
         self._silent = self._graph = None
@@ -79,6 +84,8 @@ class Topology:
         """Forget a switch, its links (both directions) and its hosts."""
         if self.switches.pop(dpid, None) is None:
             return False
+        self.shape += 1
+        self._pairs = {p for p in self._pairs if dpid not in p}
         self._edge.clear()
         self._silent = self._graph = None
         dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
@@ -126,6 +133,10 @@ class Topology:
         self.links[src] = Link(src, dst, now)
         if old is None or old.dst != dst:
             self._graph = None
+            pair = (min(src[0], dst[0]), max(src[0], dst[0]))
+            if pair not in self._pairs:
+                self._pairs.add(pair)
+                self.shape += 1
         if src not in self.fabric_ports or dst not in self.fabric_ports:
             self.fabric_ports.update((src, dst))
             self._edge.pop(src[0], None)
@@ -190,11 +201,14 @@ class Topology:
         return self._graph
 
     def _build_graph(self) -> nx.MultiDiGraph:
+        up = {(d, p) for d, sw in self.switches.items() for p, desc in sw.ports.items() if desc.up}
         g = nx.MultiDiGraph()
         g.add_nodes_from(sorted(self.switches))
-        for src, link in sorted(self.links.items()):
-            if self.port_up(src) and self.port_up(link.dst):
-                g.add_edge(src[0], link.dst[0], key=src[1], dst_port=link.dst[1])
+        g.add_edges_from(
+            (src[0], link.dst[0], src[1], {"dst_port": link.dst[1]})
+            for src, link in sorted(self.links.items())
+            if src in up and link.dst in up
+        )
         return g
 
     # -- hosts ----------------------------------------------------------------

@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from controller import heap
 from controller.fabric import Fabric, FabricConfig
 from controller.jobspec import JobSpec
 from controller.settings import Settings
@@ -400,8 +401,7 @@ def run_size(spec: str, budget: float) -> dict[str, Any]:
         "budget_s": budget,
         "rss_before_mib": rss_mib(),
     }
-    gc.collect()
-    gc.freeze()  # as the app does once started: what exists before the first switch
+    heap.start()  # as the app does once started: what exists before the first switch
     meter = GcMeter(wire)
     watch = Watch(wire, str(doc["name"]), budget)
     wire.watch = watch

@@ -25,6 +25,7 @@ from typing import Any
 
 import networkx as nx
 
+from controller import heap
 from controller.fabric import Fabric
 from controller.model import (
     ETH_TYPE_ARP,
@@ -343,6 +344,7 @@ class Wire:
             seconds = self.clock() - started
             self.in_core = False
         planned = self.fabric.drain_timings()
+        heap.after(sum(spent for _, spent in planned))  # as the app does after each call
         for tally in (self.total, self.tally):
             tally.call(kind, seconds, self.now)
             for name, spent in planned:

@@ -201,3 +201,19 @@ def test_placement_of_thousands_of_demands_over_capacity_returns() -> None:
     placement = place(demands, capacity)
     assert len(placement.paths) == 1503
     assert placement.max_utilization == pytest.approx(1.2)
+
+
+def test_minimal_paths_sample_spreads_over_every_tier_when_there_are_more() -> None:
+    """A k=16 fat-tree has 64 equal-cost paths between pods: the 16 candidates are drawn
+    over all of them (the first 16 in port order all left by the same two uplinks)."""
+    graph = fat_tree(16)
+    digraph = switch_digraph(graph)
+    src, dst = edge_of(graph, "h1"), edge_of(graph, host_list(graph)[-1])
+    routes = compute_routes(digraph, [dst])
+    paths = minimal_paths(routes, src, dst, 16)
+    assert len(set(paths)) == 16
+    assert all(len(p) == 4 and path_nodes(digraph, p, src)[-1] == dst for p in paths)
+    assert len({p[0] for p in paths}) >= 6  # of the edge switch's 8 uplinks
+    assert len({p[1] for p in paths}) >= 12  # aggregation uplinks: distinct cores
+    assert minimal_paths(routes, src, dst, 16) == paths  # the same pair, the same sample
+    assert len(minimal_paths(routes, src, dst, 64)) == 64  # all of them, in port order
