@@ -264,6 +264,9 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             hub.sleep(TICK_SECONDS)
             try:
                 self.send(self.fabric.tick(time.monotonic()))
+                while self.fabric.busy:  # a re-plan's remaining slices, other events between
+                    hub.sleep(0)
+                    self.send(self.fabric.work())
             except Exception:  # keep the loop alive; the error is logged with its trace
                 self.logger.exception("tick failed")
 

@@ -120,6 +120,7 @@ class Fabric:
         )
         self.routes = empty_routes()
         self._routed_to: list[int] = []  # the destinations ``routes`` was computed for
+        self._releasing: set[int] = set()  # read-back switches to release once routed
         self._groups: tuple[int, Groups] = (-1, None)  # (topology shape, dragonfly groups)
         self.telemetry = Telemetry()
         self.tenants = TenantView.of(None)
@@ -353,6 +354,7 @@ class Fabric:
             out,
             self._commit(self.te.tick(now, self.topo, self.routes, self.telemetry, self.capacity)),
         )
+        merge(out, self.work())
         merge(out, self._poll(self.polls.due(now, dict.fromkeys(self.topo.switches, 1.0))))
         weights = {d: float(len(s.ports)) for d, s in self.topo.switches.items()}
         self._ports = int(sum(weights.values()))
@@ -373,9 +375,31 @@ class Fabric:
         rewrites nothing that was right), then what no plan claimed is removed."""
         settled, unheld = self.sync.settled(now, self._last_change)
         out = self._replan_all(now) if unheld else {}
-        for dpid in settled:
+        self._releasing.update(d for d in settled if d in self.store.adopted)
+        merge(out, self._release_routed())
+        return out
+
+    def _release_routed(self) -> Messages:
+        """Drop what no plan claimed on settled switches, once their routes are planned."""
+        out: Messages = {}
+        for dpid in sorted(self._releasing - self.routing.pending):
+            self._releasing.discard(dpid)
             if dpid in self.store.adopted:
-                merge(out, {dpid: self.store.release(dpid)})
+                out[dpid] = self.store.release(dpid)
+        return out
+
+    @property
+    def busy(self) -> bool:
+        """Whether planning is left to do (``work``): switches whose routes are out of date."""
+        return bool(self.routing.pending)
+
+    def work(self) -> Messages:
+        """The next slice of planning left over from a re-plan (the shim calls this until
+        ``busy`` is false, yielding to other events in between; ``tick`` does one too)."""
+        if not self.routing.pending:
+            return {}
+        out = self._commit(self.routing.plan_pending(self.inputs()))
+        merge(out, self._release_routed())
         return out
 
     def _poll(self, due: list[int]) -> Messages:
@@ -447,10 +471,12 @@ class Fabric:
         for source in self.sources:
             plans.update(source.plan_all(inputs))
         self.timings.append(("routes", self.timer() - started))
+        waiting = {(OwnerKind.ROUTE, d) for d in self.routing.pending}  # keep what they hold
         for source in self.sources:
             for kind in source.kinds:
                 for owner in self.store.owners(kind):
-                    plans.setdefault(owner, {})
+                    if owner not in waiting:
+                        plans.setdefault(owner, {})
         fresh = [
             d for d in sorted(self.topo.switches) if (OwnerKind.BASE, d) not in self.store.parts
         ]

@@ -86,16 +86,27 @@ class BasePipeline:
         }
 
 
+# Route plans per call, as destination columns weighed: a switch's plan costs about one
+# unit per destination switch, so a call plans ~4,000 // destinations switches (all of a
+# k=16 fat-tree's 320, four of a k=48's 2,880) and the event loop is never held long;
+# the rest follow in calls of their own (``Routing.pending``).
+ROUTE_SLICE_WORK = 4000
+
+
 @dataclass
 class Routing:
     """Per switch: its routes towards every destination switch, by Loom address (see
     ``controller.addressing``): they do not change when hosts come and go. After a
     topology change only switches whose next hops may differ are planned again: those
     whose distances or links changed, and their neighbours; the others keep the very
-    plan they had, so nothing about them is compared or sent."""
+    plan they had, so nothing about them is compared or sent. Planning is sliced: each
+    call plans a bounded number of switches, those whose own links changed first, and
+    the others keep what they had until their turn (``plan_pending``)."""
 
     book: AddressBook
     kinds: tuple[OwnerKind, ...] = (OwnerKind.ROUTE,)
+    pending: set[int] = field(default_factory=set)  # switches whose plan is out of date
+    _urgent: set[int] = field(default_factory=set)  # ... of which these first
     _routes: Routes | None = None
     _indexes: list[int] = field(default_factory=list)
     # per switch: (from hosts, its profile, plan)
@@ -105,20 +116,42 @@ class Routing:
         indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
         # a switch's plan depends on its routes and on the address index of every
         # destination (a restart may adopt other indexes): either changing re-plans it
-        stale = touched(self._routes, inputs.routes) if indexes == self._indexes else None
+        change = touched(self._routes, inputs.routes) if indexes == self._indexes else None
         self._routes, self._indexes = inputs.routes, indexes
-        for gone in set(self._plans) - set(inputs.topo.switches):
+        switches = inputs.topo.switches
+        for gone in set(self._plans) - set(switches):
             del self._plans[gone]
-        out: Plans = {}
-        for dpid in sorted(inputs.topo.switches):
-            from_hosts, limits = bool(inputs.topo.edge_ports(dpid)), inputs.limits.of(dpid)
+        stale, urgent = change if change is not None else (set(switches), set())
+        self.pending = {d for d in self.pending | stale if d in switches}
+        self._urgent = {d for d in self._urgent | urgent if d in self.pending}
+        for dpid in switches:
             cached = self._plans.get(dpid)
-            fresh = cached is None or stale is None or dpid in stale
-            if fresh or cached is None or cached[:2] != (from_hosts, limits):
-                plan = {dpid: route_plan(dpid, inputs.routes, indexes, from_hosts, limits)}
-                cached = self._plans[dpid] = (from_hosts, limits, plan)
-            out[(OwnerKind.ROUTE, dpid)] = cached[2]
+            if cached is None or cached[:2] != self._key(inputs, dpid):
+                self.pending.add(dpid)
+        self.plan_pending(inputs)
+        # an out-of-date switch keeps what it holds until its turn (the conductor does
+        # not sweep it): its cached plan may never have been sent (a held switch)
+        planned = sorted(d for d in self._plans if d not in self.pending)
+        return {(OwnerKind.ROUTE, d): self._plans[d][2] for d in planned}
+
+    def plan_pending(self, inputs: PlanInputs) -> Plans:
+        """Plan the next slice of out-of-date switches (their owners and plans)."""
+        assert self._routes is not None
+        size = max(1, ROUTE_SLICE_WORK // max(1, len(self._routes.dests)))
+        order = sorted(self.pending, key=lambda d: (d not in self._urgent, d))[:size]
+        out: Plans = {}
+        for dpid in order:
+            from_hosts, limits = self._key(inputs, dpid)
+            plan = {dpid: route_plan(dpid, self._routes, self._indexes, from_hosts, limits)}
+            self._plans[dpid] = (from_hosts, limits, plan)
+            out[(OwnerKind.ROUTE, dpid)] = plan
+        self.pending.difference_update(order)
+        self._urgent.difference_update(order)
         return out
+
+    @staticmethod
+    def _key(inputs: PlanInputs, dpid: int) -> tuple[bool, SwitchLimits]:
+        return bool(inputs.topo.edge_ports(dpid)), inputs.limits.of(dpid)
 
     def select_groups(self, dpid: int) -> int:
         """How many select groups ``dpid``'s routes use (what fast failover must fit beside)."""
@@ -126,16 +159,18 @@ class Routing:
         return len(cached[2][dpid].groups) if cached and dpid in cached[2] else 0
 
 
-def touched(old: Routes | None, new: Routes) -> set[int] | None:
-    """Switches whose next hops may differ between two routes (``None``: all of them):
-    a next hop depends on the switch's own links and distances and its neighbours'."""
+def touched(old: Routes | None, new: Routes) -> tuple[set[int], set[int]] | None:
+    """Switches whose next hops may differ between two routes, and of those the ones
+    whose own links changed (``None``: all of them): a next hop depends on the switch's
+    own links and distances and its neighbours'."""
     if old is None or old.nodes != new.nodes or old.dests != new.dests:
         return None
     rows = np.flatnonzero(np.any(old.dist != new.dist, axis=1))
     changed = {new.nodes[i] for i in rows}
     relinked = {u for u in set(old.out) | set(new.out) if old.out.get(u) != new.out.get(u)}
     near = {u for v in changed for u in new.graph.predecessors(v)} if changed else set()
-    return {int(u) for u in changed | relinked | near}  # type: ignore[arg-type]
+    stale = {int(u) for u in changed | relinked | near}  # type: ignore[arg-type]
+    return stale, {int(u) for u in relinked}  # type: ignore[call-overload]
 
 
 @dataclass

@@ -283,6 +283,10 @@ class LoomSim:
         self.advance(1.5)
         self.announce_hosts()
         self.advance(0.2)
+        for _ in range(600):  # planning sliced over ticks (large fabrics): until done
+            if not self.core.busy:
+                break
+            self.advance(0.1)
         return self
 
     def restart_controller(self, config: FabricConfig | None = None) -> list[Messages]:

@@ -16,7 +16,9 @@ each in a subprocess of its own so peak RSS is that size's:
 2. the largest single core call of the bring-up, and its kind;
 3. a full recompute on the settled fabric (``Fabric.recompute``): time and messages;
 4. one link cut and restored (aggregation-core on fat-trees, a global link on
-   dragonflies): each PortStatus call, the next tick, the switches that got rules;
+   dragonflies): each PortStatus call, the next tick, the core time and largest call
+   until every switch's routes are planned again (the planning left after a call runs
+   in slices, each a call of its own, as the shim runs them), the switches that got rules;
 5. a switch lost (an aggregation switch, a router) and back, empty, until settled;
 6. a host moved to a new port of another edge switch: PortStatus down, the new port up,
    its ARP from there;
@@ -273,6 +275,7 @@ def steady(wire: Wire, watch: Watch) -> dict[str, Any]:
 def recompute(wire: Wire, watch: Watch) -> dict[str, Any]:
     tally = phase_tally(wire)
     call = wire.run("recompute", wire.fabric.recompute, wire.now)
+    wire.finish()
     return {"call": call.as_dict(), "tally": tally.as_dict()}
 
 

@@ -56,6 +56,8 @@ def figures(size: dict[str, Any]) -> dict[str, Any]:
         "recompute_messages": dig(size, "recompute", "tally", "rule_messages"),
         "link_down_s": dig(size, "link", "down", "link_down_s"),
         "link_down_tick_s": dig(size, "link", "down", "next_tick", "s"),
+        "link_down_total_s": dig(size, "link", "down", "tally", "core_s"),
+        "link_down_largest_s": dig(size, "link", "down", "tally", "largest_call", "s"),
         "link_down_messages": dig(size, "link", "down", "tally", "rule_messages"),
         "link_down_switches": dig(size, "link", "down", "tally", "switches_ruled"),
         "link_up_s": _sum(
@@ -122,6 +124,7 @@ ROWS: list[tuple[str, tuple[str, ...], float | None]] = [  # label, figures, bou
     ("  rule messages (unchanged fabric)", ("recompute_messages",), None),
     ("link down, s (both PortStatus)", ("link_down_s",), TARGETS["link_down_s"]),
     ("  next tick, s", ("link_down_tick_s",), None),
+    ("  until rerouted, core s / largest call", ("link_down_total_s", "link_down_largest_s"), None),
     ("  rule messages / switches ruled", ("link_down_messages", "link_down_switches"), None),
     ("link up until settled, core s", ("link_up_s",), None),
     ("switch down, s / rule messages", ("switch_down_s", "switch_down_messages"), None),

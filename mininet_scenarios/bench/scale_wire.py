@@ -544,8 +544,16 @@ class Wire:
         return self.run("switch_down", self.fabric.switch_down, self.now, dpid)
 
     def step(self, dt: float = 0.1) -> Call:
+        """A tick, then (as the shim does) the re-plan's remaining slices, each a call."""
         self.now = round(self.now + dt, 6)
-        return self.run("tick", self.fabric.tick, self.now)
+        tick = self.run("tick", self.fabric.tick, self.now)
+        self.finish()
+        return tick
+
+    def finish(self) -> None:
+        """Planning left over from the last call, slice by slice, each a call of its own."""
+        while self.fabric.busy:
+            self.run("work", self.fabric.work)
 
     def set_port(self, ref: PortRef, up: bool) -> Call:
         """A PortStatus from ``ref``: the port went up or down."""

@@ -4,6 +4,9 @@ only differences — never deleting a rule that is still right."""
 
 from __future__ import annotations
 
+import pytest
+
+from controller import sources
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
 from controller.model import (
@@ -33,7 +36,16 @@ def snapshot(sim: LoomSim) -> dict[int, tuple[list[str], list[int]]]:
     return out
 
 
-def test_restart_keeps_every_rule_and_full_reachability_throughout() -> None:
+@pytest.fixture(params=["whole", "sliced"])
+def slicing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Route planning in one call, or one switch per call (as a k=48 fabric runs it):
+    a switch read back is never released before its own routes are planned."""
+    if request.param == "sliced":
+        monkeypatch.setattr(sources, "ROUTE_SLICE_WORK", 1)
+    return str(request.param)
+
+
+def test_restart_keeps_every_rule_and_full_reachability_throughout(slicing: str) -> None:
     sim = LoomSim(fat_tree(4), CONFIG).start()
     before = snapshot(sim)
     sent = sim.restart_controller()

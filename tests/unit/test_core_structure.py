@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller import sources
 from controller.addressing import pmac
 from controller.fabric import Fabric
 from controller.jobspec import JobError, parse_job
@@ -18,7 +19,7 @@ from controller.model import (
     Table,
     make_cookie,
 )
-from controller.owners import OwnerKind
+from controller.owners import OwnerKind, Plans
 from controller.policy import PolicyError, parse_policy
 from controller.sync import REPAIR_BACKOFF, SwitchSync
 from tests.sim import LoomSim
@@ -117,3 +118,31 @@ def test_routes_are_planned_again_only_when_their_inputs_change() -> None:
     core.book.adopt(edge, "02:00:00:00:99:99", pmac(0, 9000, 0))  # the switch's index moves
     moved = core.routing.plan_all(inputs)
     assert all(moved[owner] is not plan for owner, plan in first.items())
+
+
+def test_route_planning_is_sliced_with_the_switches_of_a_failed_link_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One switch per call: a link failure re-plans the switches at its ends in the
+    PortStatus call itself, the others in later calls; the fabric stays whole."""
+    monkeypatch.setattr(sources, "ROUTE_SLICE_WORK", 1)
+    sim = LoomSim(fat_tree(4)).start()
+    sim.advance(3.0)
+    assert not sim.core.busy
+    a, c = (sim.graph.nodes[n]["dpid"] for n in ("a0_0", "c1"))
+    planned: list[set[int]] = []
+    original = sim.core.routing.plan_pending
+
+    def record(inputs: sources.PlanInputs) -> Plans:
+        plans = original(inputs)
+        planned.append({int(owner[1]) for owner in plans})  # type: ignore[call-overload]
+        return plans
+
+    monkeypatch.setattr(sim.core.routing, "plan_pending", record)
+    sim.fail_link("a0_0", "c1")
+    assert planned[0] & {a, c} and len(planned[0]) == 1  # an end of the link first
+    assert sim.core.busy
+    sim.advance(3.0)
+    assert not sim.core.busy
+    assert len(planned) > 2 and set().union(*planned) >= {a, c}
+    assert sim.fake.reachability().ok
