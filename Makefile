@@ -155,3 +155,11 @@ bench-fuzz: venv
 .PHONY: bench-scale
 bench-scale: venv
 	$(PY) -m mininet_scenarios.bench.scale $(ARGS)
+
+## What-if prediction (docs/benchmarks.md §8): Loom's core on a generated fabric with a job
+## mix; every link's load and every job's busbw (max-min fair model) under ecmp and loom,
+## from paths traced through the rules the core installed; JSON + PNG into results/whatif.
+## No emulation, no root. ARGS='fat_tree:k=16 --jobs 16x64:allreduce', or '--check-k4'.
+.PHONY: whatif
+whatif: venv
+	$(PY) -m mininet_scenarios.bench.whatif $(ARGS)
