@@ -266,7 +266,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
                 self.send(self.fabric.tick(time.monotonic()))
                 while self.fabric.busy:  # a re-plan's remaining slices, other events between
                     hub.sleep(0)
-                    self.send(self.fabric.work())
+                    self.send(self.fabric.work(time.monotonic()))
             except Exception:  # keep the loop alive; the error is logged with its trace
                 self.logger.exception("tick failed")
 
@@ -284,9 +284,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
     def send(self, messages: Messages) -> None:
         """Rules first on every switch, then packets, so a packet never beats its route;
         each switch gets its messages in the order the core planned them (``Outbox``)."""
-        timings = self.fabric.drain_timings()
-        self.metrics.observe(timings)
-        heap.after(sum(seconds for _, seconds in timings))
+        self.metrics.observe(self.fabric.drain_timings())
+        heap.after()
         for want_packets in (False, True):
             for dpid, msgs in messages.items():
                 dp = self.datapaths.get(dpid)

@@ -354,7 +354,7 @@ class Fabric:
             out,
             self._commit(self.te.tick(now, self.topo, self.routes, self.telemetry, self.capacity)),
         )
-        merge(out, self.work())
+        merge(out, self.work(now))
         merge(out, self._poll(self.polls.due(now, dict.fromkeys(self.topo.switches, 1.0))))
         weights = {d: float(len(s.ports)) for d, s in self.topo.switches.items()}
         self._ports = int(sum(weights.values()))
@@ -391,16 +391,28 @@ class Fabric:
     @property
     def busy(self) -> bool:
         """Whether planning is left to do (``work``): switches whose routes are out of date."""
-        return bool(self.routing.pending)
+        return bool(self.base.pending or self.routing.pending or self.failover.waiting)
 
-    def work(self) -> Messages:
+    def work(self, now: float) -> Messages:
         """The next slice of planning left over from a re-plan (the shim calls this until
-        ``busy`` is false, yielding to other events in between; ``tick`` does one too)."""
-        if not self.routing.pending:
-            return {}
-        out = self._commit(self.routing.plan_pending(self.inputs()))
-        merge(out, self._release_routed())
-        return out
+        ``busy`` is false, yielding to other events in between; ``tick`` does one too):
+        switch skeletons, then routes, then detours."""
+        if self.base.pending:
+            return self._commit_based(now, self.base.plan_pending(self.inputs()))
+        if self.routing.pending:
+            out = self._commit(self.routing.plan_pending(self.inputs()))
+            merge(out, self._release_routed())
+            return out
+        if self.failover.waiting:  # more detours; the routes of switches they changed
+            before = self.failover.protection
+            plans = self.failover.plan_all(self.inputs())
+            after = self.failover.protection
+            for dpid, plan in self.routing.planned().items():
+                here = (after.first.get(dpid), after.arrivals.get(dpid))
+                if here != (before.first.get(dpid), before.arrivals.get(dpid)):
+                    plans[(OwnerKind.ROUTE, dpid)] = plan
+            return self._commit(plans)
+        return {}
 
     def _poll(self, due: list[int]) -> Messages:
         """Counters from the switches ``due``: ports always; groups where hosts send (the
@@ -472,17 +484,22 @@ class Fabric:
             plans.update(source.plan_all(inputs))
         self.timings.append(("routes", self.timer() - started))
         waiting = {(OwnerKind.ROUTE, d) for d in self.routing.pending}  # keep what they hold
+        waiting.update((OwnerKind.BASE, d) for d in self.base.pending)
         for source in self.sources:
             for kind in source.kinds:
                 for owner in self.store.owners(kind):
                     if owner not in waiting:
                         plans.setdefault(owner, {})
-        fresh = [
-            d for d in sorted(self.topo.switches) if (OwnerKind.BASE, d) not in self.store.parts
-        ]
+        return self._commit_based(now, plans)
+
+    def _commit_based(self, now: float, plans: Plans) -> Messages:
+        """Commit ``plans``; a switch whose first base plan goes out sends LLDP at once
+        (its catch rule is in: discovery through it starts now)."""
+        bases = [o for o in plans if o[0] is OwnerKind.BASE and o not in self.store.parts]
+        fresh = [d for _, d in bases if isinstance(d, int)]
         out = self._commit(plans)
-        for dpid in fresh:  # its LLDP catch rule is in: discovery through it starts now
-            if (OwnerKind.BASE, dpid) in self.store.parts:
+        for dpid in fresh:
+            if (OwnerKind.BASE, dpid) in self.store.parts and dpid in self.topo.switches:
                 merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
                 self.lldp.visited(now, dpid)
         return out

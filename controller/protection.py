@@ -150,12 +150,17 @@ class ProtectionMemo:
 
 
 def protection_plans(
-    g: nx.MultiDiGraph, known: Iterable[tuple[int, int]] = (), memo: ProtectionMemo | None = None
-) -> tuple[dict[int, Plan], Protection, ProtectionMemo]:
-    """Per switch: its fast-failover groups and tunnel rules; where they stand; and what
-    to remember for the next call. ``known``: links seen before (now down or gone), which
-    keep their tunnel ids. ``memo``: the last call's, whose detours are kept while the
-    graph still carries them (a link event re-searches only the detours it broke)."""
+    g: nx.MultiDiGraph,
+    known: Iterable[tuple[int, int]] = (),
+    memo: ProtectionMemo | None = None,
+    budget: int | None = None,
+) -> tuple[dict[int, Plan], Protection, ProtectionMemo, int]:
+    """Per switch: its fast-failover groups and tunnel rules; where they stand; what to
+    remember for the next call; and how many links still wait for a detour search.
+    ``known``: links seen before (now down or gone), which keep their tunnel ids.
+    ``memo``: the last call's, whose detours are kept while the graph still carries them
+    (a link event re-searches only the detours it broke). ``budget``: at most this many
+    searches; the other links get failover groups without a detour until a later call."""
     memo = memo or ProtectionMemo()
     plans: dict[int, Plan] = {}
     prot = Protection()
@@ -166,10 +171,18 @@ def protection_plans(
     ids = tunnel_ids([*live, *known])
     links = [(ids[link], link) for link in live if link in ids]
     new = ProtectionMemo(alive)
+    searched = waiting = 0
+    grew = bool(alive - memo.alive)  # a link without a detour may have one now
     for tunnel, (u, port) in links:
-        kept = memo.detours.get((u, port))
-        fresh = kept is None or (u, port) in broken
-        hops = detour(g, u, port, adj) if fresh else kept
+        before = memo.detours.get((u, port))
+        fresh = before is None and ((u, port) not in memo.detours or grew)
+        fresh = fresh or (u, port) in broken
+        if fresh and budget is not None and searched >= budget:
+            waiting += 1  # not in the memo: searched by a later call
+            prot.first.setdefault(u, {})[port] = None
+            continue
+        searched += fresh
+        hops = detour(g, u, port, adj) if fresh else before
         new.detours[(u, port)] = hops
         for hop in hops or ():
             new.uses.setdefault(hop, set()).add((u, port))
@@ -182,7 +195,7 @@ def protection_plans(
                 _rules(plans, dpid).add_flow(rule)
             prot.arrivals.setdefault(parts[1], set()).add(parts[2])
     for tunnel, (u, port) in links:
-        hops, rules = new.detours[(u, port)], _rules(plans, u)
+        hops, rules = new.detours.get((u, port)), _rules(plans, u)
         if not hops:  # no detour (yet): no turn-back groups either, so nothing may use them
             prot.arrivals.get(u, set()).discard(port)
         arrival = bool(hops) and port in prot.arrivals.get(u, ())
@@ -191,7 +204,7 @@ def protection_plans(
         new.groups[gkey] = groups
         for group in groups:
             rules.add_group(group)
-    return plans, prot, new
+    return plans, prot, new, waiting
 
 
 def _groups(port: int, hops: list[Hop] | None, tunnel: int, arrival: bool) -> list[GroupRule]:

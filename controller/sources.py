@@ -52,45 +52,67 @@ class PlanSource(Protocol):
     def plan_all(self, inputs: PlanInputs) -> Plans: ...
 
 
+# Base plans per call (each a switch's table skeleton, a millisecond or so): a fabric
+# of thousands of switches gets its skeletons over several calls, new switches first.
+BASE_PER_CALL = 256
+BaseKey = tuple[tuple[int, ...], tuple[int, ...], bool]  # fabric ports, edge ports, tenants
+
+
 @dataclass
 class BasePipeline:
     """Per switch: the table skeleton, what is copied to the controller (metered),
     the DSCP classes, and the catch rules that let traffic engineering see new flows.
-    A switch whose ports and tenant mode did not change keeps the very plan it had."""
+    A switch whose ports and tenant mode did not change keeps the very plan it had;
+    the others are planned ``BASE_PER_CALL`` at a time (``pending``), new ones first."""
 
     catch_flows: bool
     qos: bool
     kinds: tuple[OwnerKind, ...] = (OwnerKind.BASE,)
-    _plans: dict[int, tuple[tuple[object, ...], Plan]] = field(default_factory=dict)
+    pending: dict[int, BaseKey] = field(default_factory=dict)  # dpid -> what it is planned for
+    _plans: dict[int, tuple[BaseKey, Plan]] = field(default_factory=dict)
 
-    def plan(self, inputs: PlanInputs, dpid: int, fabric_ports: Iterable[int] = ()) -> Plan:
+    @staticmethod
+    def _key(inputs: PlanInputs, dpid: int, fabric_ports: Iterable[int]) -> BaseKey:
         edge = tuple(inputs.topo.edge_ports(dpid))
-        key = (tuple(sorted(fabric_ports)), edge, inputs.tenants.enforcing)
-        cached = self._plans.get(dpid)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        rules = base_plan(dpid, key[0], self.catch_flows, self.qos, not key[2], edge)
-        plan = {dpid: rules}
-        self._plans[dpid] = (key, plan)
-        return plan
+        return (tuple(sorted(fabric_ports)), edge, inputs.tenants.enforcing)
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         ports: dict[int, list[int]] = {}
         for dpid, port in inputs.topo.fabric_ports:
             ports.setdefault(dpid, []).append(port)
-        for gone in set(self._plans) - set(inputs.topo.switches):
+        switches = inputs.topo.switches
+        for gone in set(self._plans) - set(switches):
             del self._plans[gone]
-        return {
-            (OwnerKind.BASE, d): self.plan(inputs, d, ports.get(d, ()))
-            for d in sorted(inputs.topo.switches)
-        }
+        self.pending = {}
+        for dpid in sorted(switches):
+            key = self._key(inputs, dpid, ports.get(dpid, ()))
+            cached = self._plans.get(dpid)
+            if cached is None or cached[0] != key:
+                self.pending[dpid] = key
+        self.plan_pending(inputs)
+        ready = sorted(d for d in self._plans if d not in self.pending)
+        return {(OwnerKind.BASE, d): self._plans[d][1] for d in ready}
+
+    def plan_pending(self, inputs: PlanInputs) -> Plans:
+        """Plan the next ``BASE_PER_CALL`` out-of-date switches, new ones first."""
+        order = sorted(self.pending, key=lambda d: (d in self._plans, d))[:BASE_PER_CALL]
+        out: Plans = {}
+        for dpid in order:
+            key = self.pending.pop(dpid)
+            rules = base_plan(dpid, key[0], self.catch_flows, self.qos, not key[2], key[1])
+            self._plans[dpid] = (key, {dpid: rules})
+            out[(OwnerKind.BASE, dpid)] = self._plans[dpid][1]
+        return out
 
 
 # Route plans per call, as destination columns weighed: a switch's plan costs about one
 # unit per destination switch, so a call plans ~4,000 // destinations switches (all of a
 # k=16 fat-tree's 320, four of a k=48's 2,880) and the event loop is never held long;
 # the rest follow in calls of their own (``Routing.pending``).
-ROUTE_SLICE_WORK = 4000
+ROUTE_SLICE_WORK = 8000
+# Detour searches per call (each a breadth-first search around one link): a fabric
+# coming up protects its links over several calls (until then a link fails over to nothing).
+DETOURS_PER_CALL = 512
 
 
 @dataclass
@@ -148,6 +170,10 @@ class Routing:
         self.pending.difference_update(order)
         self._urgent.difference_update(order)
         return out
+
+    def planned(self) -> dict[int, Plan]:
+        """The current plan of every switch that is not waiting for its turn."""
+        return {d: p[2] for d, p in self._plans.items() if d not in self.pending}
 
     @staticmethod
     def _key(inputs: PlanInputs, dpid: int) -> tuple[bool, SwitchLimits]:
@@ -265,6 +291,7 @@ class FastFailover:
     enabled: bool
     kinds: tuple[OwnerKind, ...] = (OwnerKind.PROTECT,)
     protection: Protection = field(default_factory=Protection)
+    waiting: int = 0  # links whose detour is still to be searched (in later calls)
     _links_seen: set[PortRef] = field(default_factory=set)
     _memo: ProtectionMemo = field(default_factory=ProtectionMemo)
     select_groups: Callable[[int], int] = lambda _dpid: 0  # per switch, beside failover's
@@ -280,9 +307,11 @@ class FastFailover:
         links = frozenset(
             (u, k, v, d.get("dst_port", 0)) for u, v, k, d in graph.edges(keys=True, data=True)
         )
-        if self._planned is None or self._planned[0] != links:
+        if self._planned is None or self._planned[0] != links or self.waiting:
             self._links_seen.update((u, k) for u, k, _, _ in links)
-            detours, prot, self._memo = protection_plans(graph, self._links_seen, self._memo)
+            detours, prot, self._memo, self.waiting = protection_plans(
+                graph, self._links_seen, self._memo, DETOURS_PER_CALL
+            )
             plans: Plans = {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
             if self._planned is not None:  # a switch whose groups did not change keeps its plan
                 before = self._planned[1]

@@ -344,7 +344,7 @@ class Wire:
             seconds = self.clock() - started
             self.in_core = False
         planned = self.fabric.drain_timings()
-        heap.after(sum(spent for _, spent in planned))  # as the app does after each call
+        heap.after()  # as the shim does after each call
         for tally in (self.total, self.tally):
             tally.call(kind, seconds, self.now)
             for name, spent in planned:
@@ -553,7 +553,7 @@ class Wire:
     def finish(self) -> None:
         """Planning left over from the last call, slice by slice, each a call of its own."""
         while self.fabric.busy:
-            self.run("work", self.fabric.work)
+            self.run("work", self.fabric.work, self.now)
 
     def set_port(self, ref: PortRef, up: bool) -> Call:
         """A PortStatus from ``ref``: the port went up or down."""

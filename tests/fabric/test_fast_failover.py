@@ -7,6 +7,7 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
+from controller import sources
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
 from tests.sim import LoomSim
@@ -50,3 +51,19 @@ def test_detour_uses_a_tunnel_and_leaves_it_untagged() -> None:
         assert branch.hops[-1].packet.get("vlan_vid") is None  # delivered untagged
         if "c1" in branch.path:  # the branch that met the failure went round it, tagged
             assert tagged and len(branch.path) > 5
+
+
+def test_detours_searched_over_several_calls_protect_every_link_in_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two detour searches per call (a large fabric's links take many calls): the
+    fabric is busy until every link has its detour, then every failure is bridged."""
+    monkeypatch.setattr(sources, "DETOURS_PER_CALL", 2)
+    sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
+    assert not sim.core.busy and not sim.core.failover.waiting
+    links = sorted({tuple(sorted(e)) for e in nx.Graph(switch_graph(sim.graph)).edges()})
+    for a, b in links[::3]:
+        sim.fake.set_link(a, b, False)
+        report = sim.fake.reachability()
+        assert report.ok, f"{a}-{b} down:\n{report.render()}"
+        sim.fake.set_link(a, b, True)

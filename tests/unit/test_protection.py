@@ -59,7 +59,7 @@ def test_rules_use_only_groups_that_exist_while_the_graph_is_half_known() -> Non
         g = nx.MultiDiGraph()
         g.add_nodes_from(full.nodes(data=True))
         g.add_edges_from((u, v, k, d) for u, v, k, d in edges[:keep])
-        plans, prot, _ = protection_plans(g)
+        plans, prot, _, _ = protection_plans(g)
         made = set(groups(plans))  # type: ignore[arg-type]
         routes: Plan = {}
         for u, _v, port in g.edges(keys=True):  # a transit route out of every port
