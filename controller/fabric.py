@@ -121,6 +121,7 @@ class Fabric:
         self.routes = empty_routes()
         self._routed_to: list[int] = []  # the destinations ``routes`` was computed for
         self._releasing: set[int] = set()  # read-back switches to release once routed
+        self._reguard: set[int] = set()  # switches whose routes new failover groups change
         self._groups: tuple[int, Groups] = (-1, None)  # (topology shape, dragonfly groups)
         self.telemetry = Telemetry()
         self.tenants = TenantView.of(None)
@@ -390,29 +391,40 @@ class Fabric:
 
     @property
     def busy(self) -> bool:
-        """Whether planning is left to do (``work``): switches whose routes are out of date."""
-        return bool(self.base.pending or self.routing.pending or self.failover.waiting)
+        """Whether planning is left to do (``work``): switches whose skeletons, routes or
+        detours are out of date. Not while a re-plan is due: slices planned on routes
+        about to change (a fabric still being discovered) would be planned again."""
+        if self._dirty:
+            return False
+        return bool(
+            self.base.pending or self.routing.pending or self.failover.waiting or self._reguard
+        )
 
     def work(self, now: float) -> Messages:
         """The next slice of planning left over from a re-plan (the shim calls this until
         ``busy`` is false, yielding to other events in between; ``tick`` does one too):
         switch skeletons, then routes, then detours."""
+        if not self.busy:
+            return {}
         if self.base.pending:
             return self._commit_based(now, self.base.plan_pending(self.inputs()))
         if self.routing.pending:
             out = self._commit(self.routing.plan_pending(self.inputs()))
             merge(out, self._release_routed())
             return out
-        if self.failover.waiting:  # more detours; the routes of switches they changed
+        if self.failover.waiting:  # more detours; once all are in, the routes they change
             before = self.failover.protection
-            plans = self.failover.plan_all(self.inputs())
+            out = self._commit(self.failover.plan_all(self.inputs()))
             after = self.failover.protection
-            for dpid, plan in self.routing.planned().items():
+            for dpid in self.routing.planned():
                 here = (after.first.get(dpid), after.arrivals.get(dpid))
                 if here != (before.first.get(dpid), before.arrivals.get(dpid)):
-                    plans[(OwnerKind.ROUTE, dpid)] = plan
-            return self._commit(plans)
-        return {}
+                    self._reguard.add(dpid)
+            return out
+        planned = self.routing.planned()  # routes guarded by new failover groups, a slice
+        some = sorted(self._reguard)[: self.routing.slice_size()]
+        self._reguard.difference_update(some)
+        return self._commit({(OwnerKind.ROUTE, d): planned[d] for d in some if d in planned})
 
     def _poll(self, due: list[int]) -> Messages:
         """Counters from the switches ``due``: ports always; groups where hosts send (the

@@ -160,7 +160,8 @@ def protection_plans(
     ``known``: links seen before (now down or gone), which keep their tunnel ids.
     ``memo``: the last call's, whose detours are kept while the graph still carries them
     (a link event re-searches only the detours it broke). ``budget``: at most this many
-    searches; the other links get failover groups without a detour until a later call."""
+    searches; if links are left, no plan is made (the memo keeps what was found, and a
+    later call goes on from there)."""
     memo = memo or ProtectionMemo()
     plans: dict[int, Plan] = {}
     prot = Protection()
@@ -194,6 +195,9 @@ def protection_plans(
             for dpid, rule in parts[0]:
                 _rules(plans, dpid).add_flow(rule)
             prot.arrivals.setdefault(parts[1], set()).add(parts[2])
+    if waiting:  # searched what the budget allowed; plans once every detour is known
+        new.groups = memo.groups  # (the links left wait outside the memo: searched next)
+        return {}, Protection(), new, waiting
     for tunnel, (u, port) in links:
         hops, rules = new.detours.get((u, port)), _rules(plans, u)
         if not hops:  # no detour (yet): no turn-back groups either, so nothing may use them

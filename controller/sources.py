@@ -158,18 +158,25 @@ class Routing:
 
     def plan_pending(self, inputs: PlanInputs) -> Plans:
         """Plan the next slice of out-of-date switches (their owners and plans)."""
-        assert self._routes is not None
-        size = max(1, ROUTE_SLICE_WORK // max(1, len(self._routes.dests)))
-        order = sorted(self.pending, key=lambda d: (d not in self._urgent, d))[:size]
+        routes = self._routes
+        if routes is None:
+            return {}
+        order = sorted(self.pending, key=lambda d: (d not in self._urgent, d))
+        order = order[: self.slice_size()]
         out: Plans = {}
         for dpid in order:
             from_hosts, limits = self._key(inputs, dpid)
-            plan = {dpid: route_plan(dpid, self._routes, self._indexes, from_hosts, limits)}
+            plan = {dpid: route_plan(dpid, routes, self._indexes, from_hosts, limits)}
             self._plans[dpid] = (from_hosts, limits, plan)
             out[(OwnerKind.ROUTE, dpid)] = plan
         self.pending.difference_update(order)
         self._urgent.difference_update(order)
         return out
+
+    def slice_size(self) -> int:
+        """Switches a call plans: ``ROUTE_SLICE_WORK`` destination columns' worth."""
+        dests = len(self._routes.dests) if self._routes is not None else 0
+        return max(1, ROUTE_SLICE_WORK // max(1, dests))
 
     def planned(self) -> dict[int, Plan]:
         """The current plan of every switch that is not waiting for its turn."""
@@ -312,12 +319,22 @@ class FastFailover:
             detours, prot, self._memo, self.waiting = protection_plans(
                 graph, self._links_seen, self._memo, DETOURS_PER_CALL
             )
+            if self.waiting:  # searches left: the groups stay as they are until all are in
+                return self._in_force(inputs)
             plans: Plans = {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
             if self._planned is not None:  # a switch whose groups did not change keeps its plan
                 before = self._planned[1]
                 plans = {o: before[o] if before.get(o) == p else p for o, p in plans.items()}
             self._planned = (links, plans, prot)
+        return self._in_force(inputs)
+
+    def _in_force(self, inputs: PlanInputs) -> Plans:
+        """The last complete plans, within the switches' profiles."""
+        if self._planned is None:
+            return {}
         _, plans, self.protection = self._planned
+        if any(o[1] not in inputs.topo.switches for o in plans):  # (planned before one went)
+            plans = {o: p for o, p in plans.items() if o[1] in inputs.topo.switches}
         barred = self._barred(inputs.limits, plans)
         if barred:
             plans, self.protection = self._without(barred, plans, self.protection)
