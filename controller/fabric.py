@@ -122,6 +122,7 @@ class Fabric:
         self._routed_to: list[int] = []  # the destinations ``routes`` was computed for
         self._releasing: set[int] = set()  # read-back switches to release once routed
         self._reguard: set[int] = set()  # switches whose routes new failover groups change
+        self._wave: set[int] = set()  # switches given their first skeleton in this pass
         self._groups: tuple[int, Groups] = (-1, None)  # (topology shape, dragonfly groups)
         self.telemetry = Telemetry()
         self.tenants = TenantView.of(None)
@@ -392,13 +393,15 @@ class Fabric:
     @property
     def busy(self) -> bool:
         """Whether planning is left to do (``work``): switches whose skeletons, routes or
-        detours are out of date. Not while a re-plan is due: slices planned on routes
-        about to change (a fabric still being discovered) would be planned again."""
+        detours are out of date. Skeletons always (discovery through a switch waits for
+        its LLDP catch rule); routes and detours not while a re-plan is due (planned on
+        routes about to change, as a fabric is still being discovered, they would be
+        planned again)."""
+        if self.base.pending:
+            return True
         if self._dirty:
             return False
-        return bool(
-            self.base.pending or self.routing.pending or self.failover.waiting or self._reguard
-        )
+        return bool(self.routing.pending or self.failover.waiting or self._reguard)
 
     def work(self, now: float) -> Messages:
         """The next slice of planning left over from a re-plan (the shim calls this until
@@ -506,12 +509,20 @@ class Fabric:
 
     def _commit_based(self, now: float, plans: Plans) -> Messages:
         """Commit ``plans``; a switch whose first base plan goes out sends LLDP at once
-        (its catch rule is in: discovery through it starts now)."""
+        (its catch rule is in: discovery through it starts now), and again once the
+        skeletons of the whole wave are in: a neighbour whose catch rule came in a later
+        slice missed the first frames, which the next round would resend only after
+        seconds (LLDP is paced by ``LLDP_RATE``)."""
         bases = [o for o in plans if o[0] is OwnerKind.BASE and o not in self.store.parts]
         fresh = [d for _, d in bases if isinstance(d, int)]
         out = self._commit(plans)
+        fresh = [d for d in fresh if (OwnerKind.BASE, d) in self.store.parts]
+        self._wave.update(fresh)
+        if not self.base.pending:
+            fresh = sorted(self._wave) if len(self._wave) > len(fresh) else fresh
+            self._wave = set()
         for dpid in fresh:
-            if (OwnerKind.BASE, dpid) in self.store.parts and dpid in self.topo.switches:
+            if dpid in self.topo.switches:
                 merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
                 self.lldp.visited(now, dpid)
         return out
