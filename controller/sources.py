@@ -385,6 +385,8 @@ class FastFailover:
         # failover groups changed (a link event touches a few switches' detours)
         prot = self.protection
         here = [(d, prot.first.get(d), prot.arrivals.get(d)) for d in sorted(plan)]
+        if not any(first or arrivals for _, first, arrivals in here):
+            return plan  # no failover group at this switch: nothing to wrap
         done = self._guarded.get(owner)
         if done is not None and done[0] is plan and done[1] == here:
             return done[2]
