@@ -31,7 +31,8 @@ from mininet_scenarios.bench.scale import (
     settle,
     split_specs,
 )
-from mininet_scenarios.bench.scale_wire import SwitchTable, Wire, message_bytes
+from mininet_scenarios.bench.scale_sizes import message_bytes
+from mininet_scenarios.bench.scale_wire import SwitchTable, Wire
 from topologies import fat_tree
 
 
