@@ -89,6 +89,7 @@ class AddressBook:
     slot_of: dict[str, tuple[int, int]] = field(default_factory=dict)  # MAC -> (dpid, slot)
     _taken: dict[int, int] = field(default_factory=dict)  # switch index -> dpid
     _slots: dict[int, dict[int, str]] = field(default_factory=dict)  # dpid -> slot -> MAC
+    stamp: int = 0  # bumped whenever an address may have changed (for plans kept per stamp)
 
     def switch_index(self, dpid: int) -> int:
         """A switch's index: its dpid's low bits when free (so restarts agree), else the
@@ -106,6 +107,7 @@ class AddressBook:
         return preferred
 
     def _bind(self, dpid: int, index: int) -> None:
+        self.stamp += 1
         old = self.index_of.pop(dpid, None)
         if old is not None:
             self._taken.pop(old, None)
@@ -129,6 +131,7 @@ class AddressBook:
     def release(self, mac: str) -> None:
         held = self.slot_of.pop(mac, None)
         if held is not None:
+            self.stamp += 1
             self._slots.get(held[0], {}).pop(held[1], None)
 
     def address(self, mac: str, dpid: int, tenant: int) -> str:
@@ -156,3 +159,4 @@ class AddressBook:
             self.release(mac)
             used[slot] = mac
             self.slot_of[mac] = (dpid, slot)
+            self.stamp += 1

@@ -145,7 +145,7 @@ def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
 
 def describe(job: JobState, topo: Topology, names: Callable[[int], str]) -> dict[str, Any]:
     """A job as the API shows it: spec, status, every pair's path (switch names), bytes."""
-    peer = {(u, k): v for u, v, k in topo.graph().edges(keys=True)}
+    peer = {(u, k): v for u, v, k in topo.snapshot().edges(keys=True)}
     paths = []
     for (a, b), path in sorted(job.paths.items()):
         src = topo.host_by_ip(a)

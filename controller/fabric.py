@@ -55,7 +55,7 @@ from controller.model import (
 )
 from controller.owners import OwnerKind, Plans
 from controller.qos import ack_marks
-from controller.routing import Groups, compute_routes, empty_routes, infer_groups
+from controller.routing import Groups, empty_routes, infer_groups, update_routes
 from controller.sources import (
     BasePipeline,
     Destinations,
@@ -120,6 +120,7 @@ class Fabric:
         )
         self.routes = empty_routes()
         self._routed_to: list[int] = []  # the destinations ``routes`` was computed for
+        self._routed_graph = -1  # ... and the topology's graph version
         self._releasing: set[int] = set()  # read-back switches to release once routed
         self._reguard: set[int] = set()  # switches whose routes new failover groups change
         self._wave: set[int] = set()  # switches given their first skeleton in this pass
@@ -488,11 +489,12 @@ class Fabric:
         self.events["replan_all"] += 1
         started = self.timer()
         graph, dests = self.topo.graph(), self._destinations()
-        if graph is not self.routes.graph or dests != self._routed_to:
+        if self.topo.version != self._routed_graph or dests != self._routed_to:
             if self._groups[0] != self.topo.shape:  # inferred again only if the shape changed
                 self._groups = (self.topo.shape, infer_groups(graph))
-            self.routes = compute_routes(graph, dests, self._groups[1])
-            self._routed_to = dests
+            relinked = self.topo.changes_since(self._routed_graph)
+            self.routes = update_routes(self.routes, graph, relinked, dests, self._groups[1])
+            self._routed_to, self._routed_graph = dests, self.topo.version
         inputs = self.inputs()
         plans: Plans = {}
         for source in self.sources:
@@ -552,6 +554,7 @@ class Fabric:
         members and settings did not change keep every rule (a warm reload)."""
         self.tenants = TenantView.of(policy)
         self.limits = policy.hardware.limits() if policy else NO_LIMITS
+        self.topo.hosts_stamp += 1  # tenants of hosts may change below
         for host in list(self.topo.hosts.values()):
             tenant = self.tenants.tenant_of(host.mac, host.ip, host.dpid, host.port)
             if tenant is None:

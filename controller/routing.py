@@ -14,6 +14,7 @@ global hop), and on fat-trees plain hop counts give exactly the up/down paths.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ Node = Hashable
 NextHops = dict[Node, tuple[tuple[int, Node], ...]]  # node -> ((port, neighbour), ...)
 Groups = dict[Node, int] | None  # dragonfly group of every switch (None: not a dragonfly)
 Infer = Literal["infer"]
+_SERIALS = itertools.count()
 
 
 def infer_groups(g: nx.Graph | nx.MultiGraph | nx.MultiDiGraph) -> dict[Node, int] | None:
@@ -143,6 +145,10 @@ class Routes:
     _matrix: sparse.csr_matrix | None = None
     _hops: dict[Node, dict[Node, tuple[int, ...]]] = field(default_factory=dict)
     _peer: dict[tuple[Node, int], Node] | None = None
+    serial: int = field(default_factory=lambda: next(_SERIALS))
+    # switches whose out-links differ from those of the routes numbered ``base``
+    relinked: set[Node] | None = None
+    base: int = -1
 
     def peer(self) -> dict[tuple[Node, int], Node]:
         """The switch at the far end of each (switch, port) link (built once)."""
@@ -207,15 +213,15 @@ def _matrix(routes: Routes) -> sparse.csr_matrix:
     """The reversed graph's adjacency (cheapest parallel link), so a search *from* a
     destination gives every switch's distance *to* it."""
     n = len(routes.nodes)
-    best: dict[tuple[int, int], int] = {}
-    for u, edges in routes.out.items():
-        for _, v, c in edges:
-            key = (routes.index[v], routes.index[u])
-            best[key] = min(c, best.get(key, c))
-    if not best:
+    edges = [(routes.index[v], routes.index[u], c) for u, e in routes.out.items() for _, v, c in e]
+    if not edges:
         return sparse.csr_matrix((n, n))
-    rows, cols = zip(*best, strict=True)
-    return sparse.csr_matrix((list(best.values()), (rows, cols)), shape=(n, n))
+    rows, cols, costs = (np.array(a) for a in zip(*edges, strict=True))
+    order = np.lexsort((costs, cols, rows))  # per (row, col): the cheapest first
+    rows, cols, costs = rows[order], cols[order], costs[order]
+    first = np.ones(len(rows), bool)
+    first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+    return sparse.csr_matrix((costs[first], (rows[first], cols[first])), shape=(n, n))
 
 
 def _distances(matrix: sparse.csr_matrix, sources: list[int]) -> np.ndarray:
@@ -242,6 +248,75 @@ def compute_routes(
     routes.dist = np.zeros((len(nodes), 0))
     routes.add_many(sorted(dests, key=repr))
     return routes
+
+
+def update_routes(
+    old: Routes,
+    g: nx.MultiDiGraph,
+    relinked: Iterable[Node] | None,
+    dests: Iterable[Node],
+    groups: Groups,
+) -> Routes:
+    """Routes over ``g``, which differs from ``old``'s graph only in the out-links of the
+    ``relinked`` switches (None: unknown). Only the destination columns whose distances
+    can change are searched again: after a link goes, those where its switch lost its
+    last equal-cost next hop; after a link comes, those it shortens. (A k=48 fat-tree's
+    aggregation-core link changes 24 of 1,152 columns.) Anything else computes afresh."""
+    dests = sorted(dests, key=repr)
+    nodes = sorted(g.nodes, key=repr)
+    if relinked is None or groups is not old.groups or nodes != old.nodes or dests != old.dests:
+        return compute_routes(g, dests, groups)
+    relinked = set(relinked)
+    global_cost, costs, out = len(nodes) + 1, dict(old.costs), dict(old.out)
+    for u in relinked:
+        for port, v, _ in out.pop(u, []):
+            costs.pop((u, v, port), None)
+        edges = sorted(g.out_edges(u, keys=True), key=lambda e: e[2])
+        for _, v, port in edges:
+            inter = groups is not None and groups.get(u) != groups.get(v)
+            costs[(u, v, port)] = global_cost if inter else 1
+        if edges:
+            out[u] = [(port, v, costs[(u, v, port)]) for _, v, port in edges]
+    routes = Routes(g, groups, costs, nodes, old.index, list(old.dests), dict(old.column), out=out)
+    routes.relinked, routes.base = relinked, old.serial
+    columns = _shifted_columns(old, out, relinked)
+    routes.dist = old.dist.copy()
+    if columns:
+        sources = [old.index[old.dests[c]] for c in columns]
+        routes.dist[:, columns] = _distances(routes._csr(), sources)
+    if old._peer is not None:
+        peer = dict(old._peer)
+        for u in relinked:
+            for port, _, _ in old.out.get(u, []):
+                peer.pop((u, port), None)
+            peer.update(((u, port), v) for port, v, _ in out.get(u, []))
+        routes._peer = peer
+    return routes
+
+
+def _shifted_columns(
+    old: Routes, out: dict[Node, list[tuple[int, Node, int]]], relinked: set[Node]
+) -> list[int]:
+    """Destination columns whose distances may differ once ``relinked`` switches have the
+    out-links ``out``: old distances stay right unless a switch has no tight next hop
+    left (an upper bound that holds) or a new link undercuts them (a lower bound that
+    no longer does)."""
+    dist, shifted = old.dist, np.zeros(len(old.dests), bool)
+    for u in relinked:
+        if u not in old.index:
+            return list(range(len(old.dests)))
+        here = dist[old.index[u]]
+        before, after = old.out.get(u, []), out.get(u, [])
+        if not after:  # no way out at all: everything it reached moves
+            shifted |= np.isfinite(here) & (here > 0)
+            continue
+        rows = np.stack([dist[old.index[v]] + c for _, v, c in after])
+        if set(before) - set(after):  # something went: is a tight hop left?
+            tight_left = np.any(rows == here[None, :], axis=0)
+            shifted |= np.isfinite(here) & (here > 0) & ~tight_left
+        if set(after) - set(before):
+            shifted |= np.any(rows < here[None, :], axis=0)
+    return [int(c) for c in np.flatnonzero(shifted)]
 
 
 def empty_routes() -> Routes:

@@ -15,6 +15,8 @@ import networkx as nx
 
 from controller.model import MAX_PHYSICAL_PORT, OFPP_LOCAL, PortDesc, PortRef
 
+GRAPH_LOG_KEPT = 64  # graph changes remembered for ``changes_since``
+
 
 @dataclass(frozen=True)
 class Link:
@@ -67,10 +69,18 @@ class Topology:
         self._mac_of_ip: dict[str, str] = {}
         self._macs_on: dict[int, set[str]] = {}
         self._silent: dict[int, set[int]] | None = None  # edge ports no host spoke from
-        self._graph: nx.MultiDiGraph | None = None  # built on demand, dropped on any change
+        # The live switch graph, kept up to date switch by switch when asked for: a link
+        # event on a fabric of 110,592 links rebuilds the out-links of its two switches,
+        # not the graph. ``version`` counts the changes, ``_log`` says which switches
+        # each changed (None: rebuilt), so a consumer redoes only what they touched.
+        self._graph: nx.MultiDiGraph | None = None
+        self._stale: set[int] = set()  # switches whose out-links changed since the graph
+        self.version = 0
+        self._log: list[tuple[int, frozenset[int] | None]] = []
         # Bumped when switches come or go or two switches are first seen linked: what
         # dragonfly groups are inferred from (a failed link, or one back, changes neither)
         self.shape = 0
+        self.hosts_stamp = 0  # bumped when a host comes, goes, moves or changes (not refreshes)
         self._pairs: set[tuple[int, int]] = set()
 
     # -- switches and ports -------------------------------------------------
@@ -78,7 +88,10 @@ class Topology:
         self.shape += dpid not in self.switches
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
         self._edge.pop(dpid, None)
-        self._silent = self._graph = None
+        self._silent = None
+        self._stale.add(dpid)  # and its neighbours: links into a port now down go
+        if self._graph is not None and dpid in self._graph:
+            self._stale.update(self._graph.predecessors(dpid))
 
     def remove_switch(self, dpid: int) -> bool:
         """Forget a switch, its links (both directions) and its hosts."""
@@ -87,12 +100,15 @@ class Topology:
         self.shape += 1
         self._pairs = {p for p in self._pairs if dpid not in p}
         self._edge.clear()
-        self._silent = self._graph = None
+        self._silent = None
+        self._stale.add(dpid)
         dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
         for ref in dead:
             del self.links[ref]
+            self._stale.add(ref[0])
         for mac in [m for m, h in self.hosts.items() if h.dpid == dpid]:
             del self.hosts[mac]
+            self.hosts_stamp += 1
         return True
 
     def port_changed(self, dpid: int, desc: PortDesc, deleted: bool = False) -> bool:
@@ -101,7 +117,8 @@ class Topology:
         if switch is None:
             return False
         self._edge.pop(dpid, None)
-        self._silent = self._graph = None
+        self._silent = None
+        self._stale.add(dpid)
         if deleted:
             switch.ports.pop(desc.port_no, None)
         else:
@@ -132,7 +149,7 @@ class Topology:
         old = self.links.get(src)
         self.links[src] = Link(src, dst, now)
         if old is None or old.dst != dst:
-            self._graph = None
+            self._stale.add(src[0])
             pair = (min(src[0], dst[0]), max(src[0], dst[0]))
             if pair not in self._pairs:
                 self._pairs.add(pair)
@@ -164,14 +181,14 @@ class Topology:
             else:
                 dead.append(link)
                 del self.links[link.src]
-                self._graph = None
+                self._stale.add(link.src[0])
         return dead
 
     def _drop_links_at(self, ref: PortRef) -> bool:
         dead = [s for s, link in self.links.items() if ref in (s, link.dst)]
         for s in dead:
             del self.links[s]
-            self._graph = None
+            self._stale.add(s[0])
         return bool(dead)
 
     def is_fabric_port(self, ref: PortRef) -> bool:
@@ -194,22 +211,58 @@ class Topology:
         return list(found)
 
     def graph(self) -> nx.MultiDiGraph:
-        """Live switch graph: nodes are dpids, edge key is the source port. The same
-        object until switches, ports or links change (callers must not modify it)."""
+        """Live switch graph: nodes are dpids, edge key is the source port, data the far
+        port. The same object, updated in place (callers must not modify it): only the
+        out-links of switches that changed are rebuilt."""
         if self._graph is None:
-            self._graph = self._build_graph()
+            self._graph = self.snapshot()
+            self._record(None)
+        elif self._stale:
+            for dpid in sorted(self._stale):
+                self._relink(self._graph, dpid)
+            self._record(frozenset(self._stale))
+        self._stale = set()
         return self._graph
 
-    def _build_graph(self) -> nx.MultiDiGraph:
-        up = {(d, p) for d, sw in self.switches.items() for p, desc in sw.ports.items() if desc.up}
+    def snapshot(self) -> nx.MultiDiGraph:
+        """A new graph of the links as they are now, for readers (the API) that must
+        not move the planned graph ahead of the routes computed on it."""
         g = nx.MultiDiGraph()
         g.add_nodes_from(sorted(self.switches))
-        g.add_edges_from(
-            (src[0], link.dst[0], src[1], {"dst_port": link.dst[1]})
-            for src, link in sorted(self.links.items())
-            if src in up and link.dst in up
-        )
+        g.add_edges_from(e for u in sorted(self.switches) for e in self._out(u))
         return g
+
+    def _relink(self, g: nx.MultiDiGraph, dpid: int) -> None:
+        if dpid in g:
+            g.remove_edges_from(list(g.out_edges(dpid, keys=True)))
+        if dpid not in self.switches:
+            if dpid in g:
+                g.remove_node(dpid)  # (its neighbours' links to it went: they are stale too)
+            return
+        g.add_node(dpid)
+        g.add_edges_from(self._out(dpid))
+
+    def _out(self, dpid: int) -> list[tuple[int, int, int, dict[str, int]]]:
+        """A switch's live out-links as graph edges: both ports up."""
+        edges = []
+        for port, desc in sorted(self.switches[dpid].ports.items()):
+            link = self.links.get((dpid, port))
+            if desc.up and link is not None and self.port_up(link.dst):
+                edges.append((dpid, link.dst[0], port, {"dst_port": link.dst[1]}))
+        return edges
+
+    def _record(self, changed: frozenset[int] | None) -> None:
+        self.version += 1
+        self._log.append((self.version, changed))
+        del self._log[:-GRAPH_LOG_KEPT]
+
+    def changes_since(self, version: int) -> set[int] | None:
+        """Switches whose out-links changed in the graph since ``version`` (what
+        ``graph()`` had then); None when unknown: rebuilt since, or too long ago."""
+        entries = [changed for v, changed in self._log if v > version]
+        if len(entries) != self.version - version or any(c is None for c in entries):
+            return None
+        return set().union(*entries)  # type: ignore[arg-type]
 
     # -- hosts ----------------------------------------------------------------
     def learn_host(
@@ -231,8 +284,11 @@ class Topology:
             self._mac_of_ip[ip] = mac
         if old is not None and (old.dpid, old.port) == (dpid, port):
             self.hosts[mac] = replace(old, ip=ip or old.ip, last_seen=now, tenant=tenant)
-            return (ip is not None and ip != old.ip) or tenant != old.tenant
+            changed = (ip is not None and ip != old.ip) or tenant != old.tenant
+            self.hosts_stamp += changed
+            return changed
         self.hosts[mac] = Host(mac, ip, dpid, port, now, tenant)
+        self.hosts_stamp += 1
         return True
 
     def silent_ports(self) -> dict[int, set[int]]:

@@ -73,7 +73,7 @@ class FabricView:
 
     def ecmp_groups(self) -> dict[Any, int] | None:
         """Groups of interchangeable switches of the learned links (None: no tiers)."""
-        return infer_groups(self._f.topo.graph())
+        return infer_groups(self._f.topo.snapshot())
 
     # -- traffic engineering ----------------------------------------------------
     @property

@@ -1,0 +1,93 @@
+"""Routes updated after link events equal routes computed afresh, and the graph the
+topology keeps up to date switch by switch equals one built from scratch."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.model import PortDesc
+from controller.routing import compute_routes, infer_groups, update_routes
+from controller.topology import Topology
+from tests.graphs import switch_digraph
+from topologies import dragonfly, fat_tree
+
+FABRICS = {
+    "fat_tree(4)": switch_digraph(fat_tree(4)),
+    "dragonfly(4,2,2,5)": switch_digraph(dragonfly(a=4, p=2, h=2, g=5)),
+}
+Cable = tuple[int, int, int, int]  # (u, port, v, port)
+
+
+def cables(g: nx.MultiDiGraph) -> list[Cable]:
+    return sorted((u, k, v, d["dst_port"]) for u, v, k, d in g.edges(keys=True, data=True) if u < v)
+
+
+def assert_same(got: nx.MultiDiGraph, dests: list[int], groups: object, routes: object) -> None:
+    fresh = compute_routes(got, dests, groups)  # type: ignore[arg-type]
+    assert routes.dests == fresh.dests  # type: ignore[attr-defined]
+    assert np.array_equal(routes.dist, fresh.dist)  # type: ignore[attr-defined]
+    assert routes.out == fresh.out  # type: ignore[attr-defined]
+    assert routes.peer() == fresh.peer()  # type: ignore[attr-defined]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(sorted(FABRICS)),
+    steps=st.lists(st.tuples(st.integers(0, 10_000), st.booleans()), min_size=1, max_size=8),
+)
+def test_updated_routes_equal_routes_computed_afresh(
+    name: str, steps: list[tuple[int, bool]]
+) -> None:
+    full = FABRICS[name]
+    g = full.copy()
+    groups = infer_groups(full)
+    dests = sorted(g.nodes)
+    routes = compute_routes(g, dests, groups)
+    routes.peer()  # built before: updated in place of rebuilt
+    every = cables(full)
+    for pick, restore in steps:
+        u, pu, v, pv = every[pick % len(every)]
+        if restore and not g.has_edge(u, v, pu):
+            g.add_edge(u, v, key=pu, dst_port=pv)
+            g.add_edge(v, u, key=pv, dst_port=pu)
+        elif g.has_edge(u, v, pu):
+            g.remove_edge(u, v, pu)
+            g.remove_edge(v, u, pv)
+        routes = update_routes(routes, g, {u, v}, dests, groups)
+        assert_same(g, dests, groups, routes)
+
+
+def test_a_fat_tree_link_searches_only_the_columns_it_shifts() -> None:
+    g = switch_digraph(fat_tree(8)).copy()
+    dests = sorted(g.nodes)
+    routes = compute_routes(g, dests, None)
+    u, pu, v, pv = next(c for c in cables(g) if g.degree(c[0]) == g.degree(c[2]))
+    g.remove_edge(u, v, pu)
+    g.remove_edge(v, u, pv)
+    after = update_routes(routes, g, {u, v}, dests, None)
+    changed = np.flatnonzero(np.any(after.dist != routes.dist, axis=0))
+    assert 0 < len(changed) < len(dests) // 2
+    assert after.relinked == {u, v} and after.base == routes.serial
+
+
+def test_the_topology_graph_kept_up_to_date_equals_one_built_afresh() -> None:
+    topo = Topology()
+    for dpid in (1, 2, 3):
+        topo.add_switch(dpid, [PortDesc(p, name=f"s{dpid}-eth{p}") for p in (1, 2, 3)])
+    for (a, pa), (b, pb) in [((1, 1), (2, 1)), ((2, 2), (3, 1)), ((1, 2), (3, 2))]:
+        topo.link_seen(0.0, (a, pa), (b, pb))
+        topo.link_seen(0.0, (b, pb), (a, pa))
+    g = topo.graph()
+    version = topo.version
+    assert topo.changes_since(version) == set()
+    topo.port_changed(2, PortDesc(2, name="s2-eth2", up=False))
+    assert topo.graph() is g
+    assert topo.changes_since(version) == {2, 3}
+    assert sorted(g.edges(keys=True)) == sorted(topo.snapshot().edges(keys=True))
+    topo.remove_switch(1)
+    assert topo.graph() is g and 1 not in g
+    assert sorted(g.edges(keys=True)) == sorted(topo.snapshot().edges(keys=True))
+    assert topo.changes_since(-1) is None
