@@ -70,6 +70,8 @@ class BasePipeline:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.BASE,)
     pending: dict[int, BaseKey] = field(default_factory=dict)  # dpid -> what it is planned for
     _plans: dict[int, tuple[BaseKey, Plan]] = field(default_factory=dict)
+    # every plan, while no port changed and none is pending: (ports stamp, tenants), plans
+    _all: tuple[tuple[int, bool], Plans] | None = None
 
     @staticmethod
     def _key(inputs: PlanInputs, dpid: int, fabric_ports: Iterable[int]) -> BaseKey:
@@ -77,6 +79,9 @@ class BasePipeline:
         return (tuple(sorted(fabric_ports)), edge, inputs.tenants.enforcing)
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
+        stamp = (inputs.topo.ports_stamp, inputs.tenants.enforcing)
+        if self._all is not None and self._all[0] == stamp and not self.pending:
+            return self._all[1]  # (a link event changes no port: nothing to look at)
         ports: dict[int, list[int]] = {}
         for dpid, port in inputs.topo.fabric_ports:
             ports.setdefault(dpid, []).append(port)
@@ -91,11 +96,14 @@ class BasePipeline:
                 self.pending[dpid] = key
         self.plan_pending(inputs)
         ready = sorted(d for d in self._plans if d not in self.pending)
-        return {(OwnerKind.BASE, d): self._plans[d][1] for d in ready}
+        plans: Plans = {(OwnerKind.BASE, d): self._plans[d][1] for d in ready}
+        self._all = None if self.pending else (stamp, plans)
+        return plans
 
     def plan_pending(self, inputs: PlanInputs) -> Plans:
         """Plan the next ``BASE_PER_CALL`` out-of-date switches, new ones first."""
         order = sorted(self.pending, key=lambda d: (d in self._plans, d))[:BASE_PER_CALL]
+        self._all = None
         out: Plans = {}
         for dpid in order:
             key = self.pending.pop(dpid)

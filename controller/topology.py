@@ -80,6 +80,7 @@ class Topology:
         # Bumped when switches come or go or two switches are first seen linked: what
         # dragonfly groups are inferred from (a failed link, or one back, changes neither)
         self.shape = 0
+        self.ports_stamp = 0  # bumped when any switch's ports or fabric ports change
         self.hosts_stamp = 0  # bumped when a host comes, goes, moves or changes (not refreshes)
         self._pairs: set[tuple[int, int]] = set()
 
@@ -88,6 +89,7 @@ class Topology:
         self.shape += dpid not in self.switches
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
         self._edge.pop(dpid, None)
+        self.ports_stamp += 1
         self._silent = None
         self._stale.add(dpid)  # and its neighbours: links into a port now down go
         if self._graph is not None and dpid in self._graph:
@@ -100,6 +102,7 @@ class Topology:
         self.shape += 1
         self._pairs = {p for p in self._pairs if dpid not in p}
         self._edge.clear()
+        self.ports_stamp += 1
         self._silent = None
         self._stale.add(dpid)
         dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
@@ -117,6 +120,7 @@ class Topology:
         if switch is None:
             return False
         self._edge.pop(dpid, None)
+        self.ports_stamp += 1
         self._silent = None
         self._stale.add(dpid)
         if deleted:
@@ -156,6 +160,7 @@ class Topology:
                 self.shape += 1
         if src not in self.fabric_ports or dst not in self.fabric_ports:
             self.fabric_ports.update((src, dst))
+            self.ports_stamp += 1
             self._edge.pop(src[0], None)
             self._edge.pop(dst[0], None)
             self._silent = None
