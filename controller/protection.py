@@ -9,16 +9,24 @@ if it had arrived over the link. That is loop-free for any single link failure: 
 strictly closer to the packet's destination than u, so v's routes never lead back over
 the failed link. The controller still recomputes after PortStatus and moves traffic off
 the detour; the switch only bridges the gap. VLAN ids limit tunnels to 4094 links.
+
+The detours themselves (found fast, and kept while every hop of them lives) are in
+``controller.detours``. ``ProtectionPlanner`` keeps the plans up to date one link event
+at a time: its cost is that of the switches and detours the event touched.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import networkx as nx
 
+from controller.detours import DetourBook, Fabric, Path, read_links
+from controller.detours import Hop as Hop  # (re-exported: callers import them from here)
+from controller.detours import adjacency as adjacency
+from controller.detours import detour as detour
 from controller.model import (
     META_FROM_FABRIC,
     OFPP_IN_PORT,
@@ -65,52 +73,6 @@ def back_gid(port: int) -> int:
     return BACK_BASE | port
 
 
-Adjacency = dict[int, list[tuple[int, int, int]]]  # switch -> [(port, peer, peer port)]
-
-
-def adjacency(g: nx.MultiDiGraph) -> Adjacency:
-    """Every switch's links in port order, read once from the graph."""
-    adj: Adjacency = {}
-    for u, v, k, d in g.edges(keys=True, data=True):
-        adj.setdefault(u, []).append((k, v, d.get("dst_port", 0)))
-    for links in adj.values():
-        links.sort()
-    return adj
-
-
-def detour(
-    g: nx.MultiDiGraph, u: int, port: int, adj: Adjacency | None = None
-) -> list[tuple[int, int]] | None:
-    """Hops (switch, out port) from u to the far end of u:port, avoiding that link in
-    both directions; breadth first, lowest port first, so the answer is deterministic."""
-    adj = adjacency(g) if adj is None else adj
-    edge = next(((v, d) for k, v, d in adj.get(u, ()) if k == port), None)
-    if edge is None:
-        return None
-    v, far = edge
-    banned = {(u, port), (v, far)}
-    parent: dict[int, tuple[int, int]] = {}
-    seen, queue = {u}, deque([u])
-    while queue and v not in parent:
-        node = queue.popleft()
-        for key, nxt, _ in adj.get(node, ()):
-            if nxt not in seen and (node, key) not in banned:
-                seen.add(nxt)
-                parent[nxt] = (node, key)
-                queue.append(nxt)
-    if v not in parent:
-        return None
-    hops, node = [], v
-    while node != u:
-        prev, key = parent[node]
-        hops.append((prev, key))
-        node = prev
-    return hops[::-1]
-
-
-Detours = dict[tuple[int, int], list[tuple[int, int]] | None]
-
-
 @dataclass
 class Protection:
     """Where failover groups stand: per switch, each protected port and the first port
@@ -132,21 +94,273 @@ def tunnel_ids(links: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
     return {link: tunnel for tunnel, link in enumerate(ordered, start=1)}
 
 
-Hop = tuple[int, int]
 TunnelParts = tuple[list[tuple[int, FlowRule]], int, int]  # rules per switch, end, arrival
+GroupKey = tuple[int | None, bool, int, bool]  # first port, tunnel?, tunnel id, arrival
+FlowKey = tuple[int, int, Match]
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class ProtectionResult:
+    """The last complete plans (per switch, its failover groups and tunnel rules) and
+    where their groups stand; ``waiting``: links whose detour is still to be searched
+    (until none is, the plans stay the last complete ones)."""
+
+    plans: dict[int, Plan]
+    protection: Protection
+    waiting: int
+
+
+class ProtectionPlanner:
+    """Failover plans kept up to date one link event at a time. Each call re-reads
+    only the switches it is told changed, re-searches only the detours a dead hop broke
+    (and, when a link comes, those of links without one), and rebuilds only the
+    switches those touch: a switch whose rules did not change keeps its very plan (and
+    its entries in ``Protection``), so callers skip it by identity."""
+
+    def __init__(self) -> None:
+        self._fabric = Fabric()
+        self._book = DetourBook()
+        self._live: set[Hop] = set()
+        self._known: set[Hop] = set()
+        self._known_size = -1
+        self._numbered: set[Hop] = set()  # known or live: what tunnel ids are given to
+        self._ids: dict[Hop, int] = {}
+        self._tunnels: dict[Hop, TunnelParts] = {}  # link -> its tunnel (detours > 1 hop)
+        self._flows: dict[int, dict[FlowKey, FlowRule]] = {}  # switch -> tunnel rules
+        self._ends: dict[int, dict[Hop, int]] = {}  # switch -> {link: arrival port}
+        self._groups: dict[Hop, tuple[GroupKey, list[GroupRule]]] = {}
+        self._dirty: set[int] = set()  # switches to rebuild once no search is left
+        self._plans: dict[int, Plan] = {}
+        self._protection = Protection()
+        self._read_once = False
+
+    def plan(
+        self,
+        g: nx.MultiDiGraph,
+        changed: Iterable[int] | None,
+        known: Iterable[Hop] = (),
+        budget: int | None = None,
+    ) -> ProtectionResult:
+        """Bring the plans up to date with ``g``. ``changed``: the switches whose links
+        may have changed since the last call (None: any may have; the whole graph is
+        read). ``known``: every link ever seen (it only grows; tunnel ids number it and
+        the live links). ``budget``: at most this many detour searches in this call."""
+        if changed is None or not self._read_once:
+            switches = set(g) | set(self._fabric.links)
+            self._dirty.update(switches, self._plans)  # every switch rebuilt and compared
+        else:
+            switches = self._touched(g, changed)
+        self._read_once = True
+        went, came = self._read(g, switches)
+        self._lose(went)
+        if self._renumber(known, went, came):
+            self._retrack()
+        else:
+            self._track(came)
+        if came:  # a link without a detour may have one now
+            self._dirty.update(link[0] for link in self._book.link_came())
+        for link, path in self._book.search(self._fabric, budget):
+            self._add_tunnel(link, path)
+            self._dirty.add(link[0])
+        if not self._book.pending:
+            self._publish()
+        return ProtectionResult(self._plans, self._protection, len(self._book.pending))
+
+    def _touched(self, g: nx.MultiDiGraph, changed: Iterable[int]) -> set[int]:
+        """The switches to re-read: those named, and their peers where a switch came or
+        went (it brings or takes the links on both sides)."""
+        out = set(changed)
+        for switch in list(out):
+            peers = self._fabric.neighbours(switch)
+            if switch in g:
+                peers.update(g.succ[switch], g.pred[switch])
+            came_or_went = (switch in g) != self._fabric.has(switch)
+            for peer in peers:
+                if came_or_went or (peer in g) != self._fabric.has(peer):
+                    out.add(peer)
+        return out
+
+    def _read(self, g: nx.MultiDiGraph, switches: set[int]) -> tuple[list[Hop], list[Hop]]:
+        """Re-read ``switches``' links; returns the hops that went and those that came."""
+        went: list[Hop] = []
+        came: list[Hop] = []
+        for switch in sorted(switches):
+            gone, new = self._fabric.set_links(switch, read_links(g, switch))
+            if gone or new:
+                self._dirty.add(switch)
+                went += gone
+                came += new
+        self._live.difference_update(went)
+        self._live.update(came)
+        return went, came
+
+    def _lose(self, went: list[Hop]) -> None:
+        """Hops that died: the detours over them wait for a new search, and the links
+        they were stop being protected."""
+        for hop in went:
+            for link in self._book.hop_gone(hop):  # (searched again: see ``plan``)
+                self._drop_tunnel(link)
+            if hop in self._book:
+                self._book.drop(hop)
+                self._drop_tunnel(hop)
+                self._groups.pop(hop, None)
+
+    def _renumber(self, known: Iterable[Hop], went: list[Hop], came: list[Hop]) -> bool:
+        """Keep the numbered links (known or live) up to date; True if tunnel ids change.
+        Cheap unless a never-seen link came (or an unknown one went)."""
+        learned, forgotten = self._learn(known)
+        added = [h for h in (*learned, *came) if h not in self._numbered]
+        gone = (*went, *forgotten)
+        removed = [h for h in gone if h not in self._live and h not in self._known]
+        if not added and not removed:
+            return False
+        self._numbered.update(added)
+        self._numbered.difference_update(removed)
+        if len(self._ids) == MAX_TUNNELS:  # links after the last numbered one change none
+            last = max(self._ids)
+            if all(h > last for h in (*added, *removed)):
+                return False
+        ids = tunnel_ids(self._numbered)
+        if ids == self._ids:
+            return False
+        self._ids = ids
+        return True
+
+    def _learn(self, known: Iterable[Hop]) -> tuple[set[Hop], set[Hop]]:
+        """What ``known`` gained (and lost, which it should not) since the last call:
+        only read when its size changed, as it only grows."""
+        seen = known if isinstance(known, Sized) else list(known)
+        if len(seen) == self._known_size:
+            return set(), set()
+        self._known_size = len(seen)
+        now = set(seen)
+        learned, forgotten = now - self._known, self._known - now
+        self._known = now
+        return learned, forgotten
+
+    def _track(self, came: list[Hop]) -> None:
+        """Protect the links that came, if they have a tunnel id."""
+        for link in came:
+            if link in self._ids and link not in self._book:
+                self._book.add(link)
+                self._dirty.add(link[0])
+
+    def _retrack(self) -> None:
+        """Tunnel ids changed: protect the live links that have one (keeping their
+        detours) and rebuild every tunnel's rules, which carry the id."""
+        for link in self._book.links():
+            if link not in self._ids:
+                self._book.drop(link)
+                self._groups.pop(link, None)
+        for link in sorted(self._ids.keys() & self._live):
+            self._book.add(link)
+        self._dirty.update(self._fabric.links, self._plans, self._flows)
+        self._tunnels.clear()
+        self._flows.clear()
+        self._ends.clear()
+        for link, path in self._book.paths.items():
+            self._add_tunnel(link, path)
+
+    def _add_tunnel(self, link: Hop, path: Path | None) -> None:
+        """Lay the tunnel of ``link``'s detour (one of a single hop needs none)."""
+        if path is None or len(path) < 2:
+            return
+        end = self._fabric.peer(path[-1])
+        assert end is not None, "a detour just found or kept runs over live hops"
+        parts = _tunnel_rules(path, self._ids[link], *end)
+        self._tunnels[link] = parts
+        for dpid, rule in parts[0]:
+            self._flows.setdefault(dpid, {})[rule.key] = rule
+            self._dirty.add(dpid)
+        self._ends.setdefault(parts[1], {})[link] = parts[2]
+
+    def _drop_tunnel(self, link: Hop) -> None:
+        parts = self._tunnels.pop(link, None)
+        if parts is None:
+            return
+        for dpid, rule in parts[0]:
+            flows = self._flows[dpid]
+            del flows[rule.key]
+            if not flows:
+                del self._flows[dpid]
+            self._dirty.add(dpid)
+        ends = self._ends[parts[1]]
+        del ends[link]
+        if not ends:
+            del self._ends[parts[1]]
+
+    def _publish(self) -> None:
+        """Rebuild the dirty switches; a switch (or entry) equal to before keeps its
+        object, and the outer tables are copied only if something changed."""
+        if not self._dirty:
+            return
+        plans, first = dict(self._plans), dict(self._protection.first)
+        arrivals = dict(self._protection.arrivals)
+        plans_changed = stands_changed = False
+        for switch in sorted(self._dirty):
+            ports, ends, plan = self._switch(switch)
+            plans_changed |= _settle(plans, switch, plan)
+            stands_changed |= _settle(first, switch, ports)
+            stands_changed |= _settle(arrivals, switch, ends)
+        self._dirty.clear()
+        if plans_changed:
+            self._plans = plans
+        if stands_changed:
+            self._protection = Protection(first, arrivals)
+
+    def _switch(
+        self, switch: int
+    ) -> tuple[dict[int, int | None] | None, set[int] | None, Plan | None]:
+        """One switch's protected ports (and their detours' first ports), the ports
+        tunnels end on, and its plan."""
+        paths = self._book.paths
+        links = self._fabric.links.get(switch, ())
+        protected = [(p, paths[(switch, p)]) for p, _, _ in links if (switch, p) in self._ids]
+        ends = self._ends.get(switch)
+        arrivals = None
+        if ends:  # (a port without a detour has no turn-back group to come back by)
+            arrivals = set(ends.values()).difference(p for p, path in protected if not path)
+        groups: dict[int, GroupRule] = {}
+        for port, path in protected:
+            arrival = bool(path) and port in (arrivals or ())
+            for group in self._link_groups((switch, port), path, arrival):
+                groups[group.group_id] = group
+        flows = self._flows.get(switch)
+        plan = {switch: SwitchRules(dict(flows or {}), groups)} if protected or flows else None
+        ports = {p: path[0][1] if path else None for p, path in protected}
+        return ports or None, arrivals, plan
+
+    def _link_groups(self, link: Hop, path: Path | None, arrival: bool) -> list[GroupRule]:
+        """The link's groups, the same objects while what they show of the detour (its
+        first port, and whether it is a tunnel) stays."""
+        tunnel = self._ids[link]
+        key = (path[0][1] if path else None, path is not None and len(path) > 1, tunnel, arrival)
+        cached = self._groups.get(link)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        groups = _groups(link[1], path, tunnel, arrival)
+        self._groups[link] = (key, groups)
+        return groups
+
+
+def _settle(table: dict[int, _T], key: int, value: _T | None) -> bool:
+    """Put ``value`` under ``key`` (None: remove it), keeping the object already there
+    if it is equal; True if the table changed."""
+    if value is None:
+        return table.pop(key, None) is not None
+    old = table.get(key)
+    if old is not None and old == value:
+        return False
+    table[key] = value
+    return True
 
 
 @dataclass
 class ProtectionMemo:
-    """What the last plan found, so a link event redoes only what it touched: detours
-    still carried hop for hop are kept, and the rules of an unchanged detour are the
-    very objects built before (so unchanged switches compare equal at once)."""
+    """What ``protection_plans`` keeps between calls: its planner."""
 
-    alive: set[Hop] = field(default_factory=set)
-    detours: Detours = field(default_factory=dict)
-    uses: dict[Hop, set[Hop]] = field(default_factory=dict)  # hop -> links detoured over it
-    tunnels: dict[tuple[int, tuple[Hop, ...]], TunnelParts] = field(default_factory=dict)
-    groups: dict[tuple[object, ...], list[GroupRule]] = field(default_factory=dict)
+    planner: ProtectionPlanner = field(default_factory=ProtectionPlanner)
 
 
 def protection_plans(
@@ -156,62 +370,17 @@ def protection_plans(
     budget: int | None = None,
 ) -> tuple[dict[int, Plan], Protection, ProtectionMemo, int]:
     """Per switch: its fast-failover groups and tunnel rules; where they stand; what to
-    remember for the next call; and how many links still wait for a detour search.
-    ``known``: links seen before (now down or gone), which keep their tunnel ids.
-    ``memo``: the last call's, whose detours are kept while the graph still carries them
-    (a link event re-searches only the detours it broke). ``budget``: at most this many
-    searches; if links are left, no plan is made (the memo keeps what was found, and a
-    later call goes on from there)."""
+    pass to the next call; and how many links still wait for a detour search (then the
+    plans are empty: a later call goes on). Reads the whole graph: a caller that knows
+    which switches changed calls ``ProtectionPlanner.plan`` with them."""
     memo = memo or ProtectionMemo()
-    plans: dict[int, Plan] = {}
-    prot = Protection()
-    adj = adjacency(g)
-    live = sorted((u, k) for u, links in adj.items() for k, _, _ in links)
-    alive = set(live)
-    broken = {link for hop in memo.alive - alive for link in memo.uses.get(hop, ())}
-    ids = tunnel_ids([*live, *known])
-    links = [(ids[link], link) for link in live if link in ids]
-    new = ProtectionMemo(alive)
-    searched = waiting = 0
-    grew = bool(alive - memo.alive)  # a link without a detour may have one now
-    for tunnel, (u, port) in links:
-        before = memo.detours.get((u, port))
-        fresh = before is None and ((u, port) not in memo.detours or grew)
-        fresh = fresh or (u, port) in broken
-        if fresh and budget is not None and searched >= budget:
-            waiting += 1  # not in the memo: searched by a later call
-            prot.first.setdefault(u, {})[port] = None
-            continue
-        searched += fresh
-        hops = detour(g, u, port, adj) if fresh else before
-        new.detours[(u, port)] = hops
-        for hop in hops or ():
-            new.uses.setdefault(hop, set()).add((u, port))
-        prot.first.setdefault(u, {})[port] = hops[0][1] if hops else None
-        if hops and len(hops) > 1:
-            key = (tunnel, tuple(hops))
-            parts = memo.tunnels.get(key) or _tunnel_rules(adj, hops, tunnel)
-            new.tunnels[key] = parts
-            for dpid, rule in parts[0]:
-                _rules(plans, dpid).add_flow(rule)
-            prot.arrivals.setdefault(parts[1], set()).add(parts[2])
-    if waiting:  # searched what the budget allowed; plans once every detour is known
-        new.groups = memo.groups  # (the links left wait outside the memo: searched next)
-        return {}, Protection(), new, waiting
-    for tunnel, (u, port) in links:
-        hops, rules = new.detours.get((u, port)), _rules(plans, u)
-        if not hops:  # no detour (yet): no turn-back groups either, so nothing may use them
-            prot.arrivals.get(u, set()).discard(port)
-        arrival = bool(hops) and port in prot.arrivals.get(u, ())
-        gkey = (u, port, tunnel, tuple(hops or ()), arrival)
-        groups = memo.groups.get(gkey) or _groups(port, hops, tunnel, arrival)
-        new.groups[gkey] = groups
-        for group in groups:
-            rules.add_group(group)
-    return plans, prot, new, waiting
+    result = memo.planner.plan(g, None, known, budget)
+    if result.waiting:
+        return {}, Protection(), memo, result.waiting
+    return result.plans, result.protection, memo, 0
 
 
-def _groups(port: int, hops: list[Hop] | None, tunnel: int, arrival: bool) -> list[GroupRule]:
+def _groups(port: int, hops: Sequence[Hop] | None, tunnel: int, arrival: bool) -> list[GroupRule]:
     """The failover groups standing for "output to ``port``" (and its turn-back kin)."""
     link = Bucket((Output(port),), 0, watch_port=port)
     if not hops:
@@ -228,14 +397,7 @@ def _groups(port: int, hops: list[Hop] | None, tunnel: int, arrival: bool) -> li
     return out
 
 
-def _rules(plans: dict[int, Plan], dpid: int) -> SwitchRules:
-    plan = plans.get(dpid)
-    if plan is None:
-        plan = plans[dpid] = {dpid: SwitchRules()}
-    return plan[dpid]
-
-
-def _detour_bucket(hops: list[tuple[int, int]], tunnel: int, uturn: bool = False) -> Bucket:
+def _detour_bucket(hops: Sequence[Hop], tunnel: int, uturn: bool = False) -> Bucket:
     first = hops[0][1]
     out = Output(OFPP_IN_PORT if uturn else first)
     if len(hops) == 1:  # a parallel link: no tunnel needed
@@ -244,9 +406,9 @@ def _detour_bucket(hops: list[tuple[int, int]], tunnel: int, uturn: bool = False
     return Bucket((*tag, out), 0, watch_port=first)
 
 
-def _tunnel_rules(adj: Adjacency, hops: list[Hop], tunnel: int) -> TunnelParts:
-    """Rules that carry tunnel ``tunnel`` along ``hops``, and where it ends (switch,
-    arrival port)."""
+def _tunnel_rules(hops: Sequence[Hop], tunnel: int, end: int, arrival: int) -> TunnelParts:
+    """Rules that carry tunnel ``tunnel`` along ``hops`` to ``end``, where it arrives
+    on port ``arrival``."""
     match = Match.of(vlan_vid=OFPVID_PRESENT | tunnel)
     rules: list[tuple[int, FlowRule]] = []
     for dpid, port in hops[1:]:
@@ -254,8 +416,6 @@ def _tunnel_rules(adj: Adjacency, hops: list[Hop], tunnel: int) -> TunnelParts:
         rules.append(
             (dpid, FlowRule(Table.CLASSIFY, PRIO_TUNNEL, match, (Output(port),), cookie=cookie))
         )
-    last_switch, last_port = hops[-1]
-    end, arrival = next((v, far) for k, v, far in adj[last_switch] if k == last_port)
     meta = (META_FROM_FABRIC, META_FROM_FABRIC)
     cookie = make_cookie(CookieKind.PROTECT, end)
     pop = FlowRule(

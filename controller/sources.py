@@ -24,7 +24,7 @@ from controller.compiler import base_plan, delivery_plan, route_plan, union_plan
 from controller.limits import NO_LIMITS, Limits, SwitchLimits
 from controller.model import PortRef, SwitchRules
 from controller.owners import Owner, OwnerKind, Plan, Plans
-from controller.protection import Protection, ProtectionMemo, protect, protection_plans
+from controller.protection import Protection, ProtectionPlanner, protect
 from controller.routing import Routes
 from controller.tenants import TenantView, admit_plan
 from controller.topology import Host, Topology
@@ -325,39 +325,38 @@ class FastFailover:
     protection: Protection = field(default_factory=Protection)
     waiting: int = 0  # links whose detour is still to be searched (in later calls)
     _links_seen: set[PortRef] = field(default_factory=set)
-    _memo: ProtectionMemo = field(default_factory=ProtectionMemo)
+    _planner: ProtectionPlanner = field(default_factory=ProtectionPlanner)
+    _version: int | None = None  # the topology graph version last planned for
     select_groups: Callable[[int], int] = lambda _dpid: 0  # per switch, beside failover's
-    _planned: tuple[frozenset[tuple[int, int, int, int]], Plans, Protection] | None = None
+    _planned: tuple[Plans, Protection] | None = None
     _barring: tuple[Plans, frozenset[int], Plans, Protection] | None = None
     _guarded: dict[Owner, tuple[Plan, object, Plan]] = field(default_factory=dict)
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
+        """The failover plans, brought up to date with the switches whose links changed
+        since the last call (a link event: its two switches, not the fabric)."""
         if not self.enabled:
             self.protection = Protection()
             return {}
-        graph = inputs.routes.graph
-        links = frozenset(
-            (u, k, v, d.get("dst_port", 0)) for u, v, k, d in graph.edges(keys=True, data=True)
-        )
-        if self._planned is None or self._planned[0] != links or self.waiting:
-            self._links_seen.update((u, k) for u, k, _, _ in links)
-            detours, prot, self._memo, self.waiting = protection_plans(
-                graph, self._links_seen, self._memo, DETOURS_PER_CALL
-            )
-            if self.waiting:  # searches left: the groups stay as they are until all are in
-                return self._in_force(inputs)
-            plans: Plans = {(OwnerKind.PROTECT, dpid): plan for dpid, plan in detours.items()}
-            if self._planned is not None:  # a switch whose groups did not change keeps its plan
-                before = self._planned[1]
-                plans = {o: before[o] if before.get(o) == p else p for o, p in plans.items()}
-            self._planned = (links, plans, prot)
+        topo, graph = inputs.topo, inputs.routes.graph
+        changed = None if self._version is None else topo.changes_since(self._version)
+        if changed is None or changed or self.waiting:
+            self._version = topo.version
+            for u in sorted(graph if changed is None else changed):
+                if u in graph:
+                    self._links_seen.update((u, k) for _, _, k in graph.out_edges(u, keys=True))
+            found = self._planner.plan(graph, changed, self._links_seen, DETOURS_PER_CALL)
+            self.waiting = found.waiting
+            if not self.waiting:  # (else the groups stay as they are until all are in)
+                plans: Plans = {(OwnerKind.PROTECT, d): p for d, p in found.plans.items()}
+                self._planned = (plans, found.protection)
         return self._in_force(inputs)
 
     def _in_force(self, inputs: PlanInputs) -> Plans:
         """The last complete plans, within the switches' profiles."""
         if self._planned is None:
             return {}
-        _, plans, self.protection = self._planned
+        plans, self.protection = self._planned
         if any(o[1] not in inputs.topo.switches for o in plans):  # (planned before one went)
             plans = {o: p for o, p in plans.items() if o[1] in inputs.topo.switches}
         barred = self._barred(inputs.limits, plans)
