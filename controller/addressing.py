@@ -89,7 +89,8 @@ class AddressBook:
     slot_of: dict[str, tuple[int, int]] = field(default_factory=dict)  # MAC -> (dpid, slot)
     _taken: dict[int, int] = field(default_factory=dict)  # switch index -> dpid
     _slots: dict[int, dict[int, str]] = field(default_factory=dict)  # dpid -> slot -> MAC
-    stamp: int = 0  # bumped whenever an address may have changed (for plans kept per stamp)
+    # per switch, bumped whenever an address there may have changed (plans kept per stamp)
+    stamps: dict[int, int] = field(default_factory=dict)
 
     def switch_index(self, dpid: int) -> int:
         """A switch's index: its dpid's low bits when free (so restarts agree), else the
@@ -106,8 +107,11 @@ class AddressBook:
         self._bind(dpid, preferred)
         return preferred
 
+    def _bump(self, dpid: int) -> None:
+        self.stamps[dpid] = self.stamps.get(dpid, 0) + 1
+
     def _bind(self, dpid: int, index: int) -> None:
-        self.stamp += 1
+        self._bump(dpid)
         old = self.index_of.pop(dpid, None)
         if old is not None:
             self._taken.pop(old, None)
@@ -126,12 +130,13 @@ class AddressBook:
             raise ValueError(f"more than {MAX_SLOTS} hosts on switch {dpid:016x}")
         used[slot] = mac
         self.slot_of[mac] = (dpid, slot)
+        self._bump(dpid)
         return slot
 
     def release(self, mac: str) -> None:
         held = self.slot_of.pop(mac, None)
         if held is not None:
-            self.stamp += 1
+            self._bump(held[0])
             self._slots.get(held[0], {}).pop(held[1], None)
 
     def address(self, mac: str, dpid: int, tenant: int) -> str:
@@ -159,4 +164,4 @@ class AddressBook:
             self.release(mac)
             used[slot] = mac
             self.slot_of[mac] = (dpid, slot)
-            self.stamp += 1
+            self._bump(dpid)

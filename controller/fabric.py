@@ -554,13 +554,14 @@ class Fabric:
         members and settings did not change keep every rule (a warm reload)."""
         self.tenants = TenantView.of(policy)
         self.limits = policy.hardware.limits() if policy else NO_LIMITS
-        self.topo.hosts_stamp += 1  # tenants of hosts may change below
         for host in list(self.topo.hosts.values()):
             tenant = self.tenants.tenant_of(host.mac, host.ip, host.dpid, host.port)
             if tenant is None:
                 del self.topo.hosts[host.mac]  # no longer admitted: its routes go too
+                self.topo.host_changed(host.dpid)
             elif tenant != host.tenant:
                 self.topo.hosts[host.mac] = replace(host, tenant=tenant)
+                self.topo.host_changed(host.dpid)
         self.jobs.declare({j.name: j.spec() for j in policy.jobs} if policy else {})
         self.events["policy_applied"] += 1
         return self._replan_all(now)

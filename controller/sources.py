@@ -70,40 +70,43 @@ class BasePipeline:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.BASE,)
     pending: dict[int, BaseKey] = field(default_factory=dict)  # dpid -> what it is planned for
     _plans: dict[int, tuple[BaseKey, Plan]] = field(default_factory=dict)
-    # every plan, while no port changed and none is pending: (ports stamp, tenants), plans
-    _all: tuple[tuple[int, bool], Plans] | None = None
+    _seen: dict[int, tuple[int, bool]] = field(default_factory=dict)  # (port stamp, tenants)
+    _all: Plans | None = None  # every ready plan, while none changed
 
     @staticmethod
-    def _key(inputs: PlanInputs, dpid: int, fabric_ports: Iterable[int]) -> BaseKey:
-        edge = tuple(inputs.topo.edge_ports(dpid))
-        return (tuple(sorted(fabric_ports)), edge, inputs.tenants.enforcing)
+    def _key(inputs: PlanInputs, dpid: int) -> BaseKey:
+        fabric, edge = inputs.topo.fabric_ports_of(dpid), inputs.topo.edge_ports(dpid)
+        return (tuple(fabric), tuple(edge), inputs.tenants.enforcing)
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
-        stamp = (inputs.topo.ports_stamp, inputs.tenants.enforcing)
-        if self._all is not None and self._all[0] == stamp and not self.pending:
-            return self._all[1]  # (a link event changes no port: nothing to look at)
-        ports: dict[int, list[int]] = {}
-        for dpid, port in inputs.topo.fabric_ports:
-            ports.setdefault(dpid, []).append(port)
-        switches = inputs.topo.switches
+        """Only switches whose ports changed are looked at (a link event: none)."""
+        switches, stamps = inputs.topo.switches, inputs.topo.port_stamps
         for gone in set(self._plans) - set(switches):
             del self._plans[gone]
-        self.pending = {}
-        for dpid in sorted(switches):
-            key = self._key(inputs, dpid, ports.get(dpid, ()))
-            cached = self._plans.get(dpid)
+            self._all = None
+        for gone in (set(self.pending) | set(self._seen)) - set(switches):
+            self.pending.pop(gone, None)
+            self._seen.pop(gone, None)
+        for dpid in switches:
+            seen = (stamps.get(dpid, 0), inputs.tenants.enforcing)
+            if self._seen.get(dpid) == seen:
+                continue
+            self._seen[dpid], key, cached = seen, self._key(inputs, dpid), self._plans.get(dpid)
             if cached is None or cached[0] != key:
                 self.pending[dpid] = key
+            elif self.pending.pop(dpid, None) is not None:
+                self._all = None
         self.plan_pending(inputs)
-        ready = sorted(d for d in self._plans if d not in self.pending)
-        plans: Plans = {(OwnerKind.BASE, d): self._plans[d][1] for d in ready}
-        self._all = None if self.pending else (stamp, plans)
-        return plans
+        if self._all is None:
+            ready = sorted(d for d in self._plans if d not in self.pending)
+            self._all = {(OwnerKind.BASE, d): self._plans[d][1] for d in ready}
+        return self._all
 
     def plan_pending(self, inputs: PlanInputs) -> Plans:
         """Plan the next ``BASE_PER_CALL`` out-of-date switches, new ones first."""
         order = sorted(self.pending, key=lambda d: (d in self._plans, d))[:BASE_PER_CALL]
-        self._all = None
+        if order:
+            self._all = None
         out: Plans = {}
         for dpid in order:
             key = self.pending.pop(dpid)
@@ -217,6 +220,9 @@ def touched(old: Routes | None, new: Routes) -> tuple[set[int], set[int]] | None
     return stale, {int(u) for u in relinked}  # type: ignore[call-overload]
 
 
+DestStamp = tuple[int, int, TenantView]  # host and address stamps at a switch, tenants
+
+
 @dataclass
 class Destinations:
     """Per destination switch: delivery to its hosts under their Loom addresses.
@@ -227,40 +233,36 @@ class Destinations:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.DEST,)
     _routed_to: dict[str, int] = field(default_factory=dict)  # host MAC -> dest switch
     _macs_at: dict[int, set[str]] = field(default_factory=dict)
-    _plans: dict[int, tuple[object, Plan]] = field(default_factory=dict)
-    # every plan, while no host, address or tenant changed: (hosts, book, tenants), plans
-    _all: tuple[tuple[int, int, TenantView], Plans] | None = None
+    # per destination: (what it was planned for, its hosts and addresses, plan)
+    _plans: dict[int, tuple[DestStamp, object, Plan]] = field(default_factory=dict)
 
     def address(self, inputs: PlanInputs, host: Host) -> str:
         return self.book.address(host.mac, host.dpid, inputs.tenants.id_of(host.tenant))
 
     def plan(self, inputs: PlanInputs, dest: int) -> Plan:
-        """Delivery at ``dest``; the very plan it had while its hosts and their
-        addresses are the same (nothing to compare on a full re-plan)."""
+        """Delivery at ``dest``: the very plan it had while no host there came, went or
+        changed, no address there changed and the tenants are the same (a link event
+        looks at none of 27,648 hosts' addresses again)."""
+        cached = self._plans.get(dest)
+        if cached is not None and self._same(cached[0], self._stamp(inputs, dest)):
+            return cached[2]
         hosts = [(h, self.address(inputs, h)) for h in inputs.topo.hosts_at(dest)]
         key = [(h.mac, h.ip, h.port, a) for h, a in hosts]
-        cached = self._plans.get(dest)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        plan = delivery_plan(dest, hosts)
-        self._plans[dest] = (key, plan)
-        self._all = None
+        plan = cached[2] if cached is not None and cached[1] == key else delivery_plan(dest, hosts)
+        self._plans[dest] = (self._stamp(inputs, dest), key, plan)  # (addresses taken now)
         return plan
 
-    def plan_all(self, inputs: PlanInputs) -> Plans:
-        """Every destination's delivery (a link event changes none: 27,648 hosts' addresses
-        are not looked at again unless a host, an address or the tenants changed)."""
-        if self._all is not None:
-            (hosts, book, tenants), kept = self._all
-            if (hosts, book) == self._stamp(inputs)[:2] and tenants is inputs.tenants:
-                return kept
-        dests = sorted({h.dpid for h in inputs.topo.hosts.values()})
-        plans: Plans = {(OwnerKind.DEST, d): self.plan(inputs, d) for d in dests}
-        self._all = (self._stamp(inputs), plans)
-        return plans
+    def _stamp(self, inputs: PlanInputs, dest: int) -> DestStamp:
+        hosts, book = inputs.topo.host_stamps.get(dest, 0), self.book.stamps.get(dest, 0)
+        return hosts, book, inputs.tenants
 
-    def _stamp(self, inputs: PlanInputs) -> tuple[int, int, TenantView]:
-        return inputs.topo.hosts_stamp, self.book.stamp, inputs.tenants
+    @staticmethod
+    def _same(a: DestStamp, b: DestStamp) -> bool:
+        return a[:2] == b[:2] and a[2] is b[2]
+
+    def plan_all(self, inputs: PlanInputs) -> Plans:
+        dests = sorted({h.dpid for h in inputs.topo.hosts.values()})
+        return {(OwnerKind.DEST, d): self.plan(inputs, d) for d in dests}
 
     def host_moved(self, inputs: PlanInputs, host: Host) -> Plans:
         """A host appeared or moved: its switch, and the switch it left if any."""

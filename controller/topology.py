@@ -80,16 +80,19 @@ class Topology:
         # Bumped when switches come or go or two switches are first seen linked: what
         # dragonfly groups are inferred from (a failed link, or one back, changes neither)
         self.shape = 0
-        self.ports_stamp = 0  # bumped when any switch's ports or fabric ports change
-        self.hosts_stamp = 0  # bumped when a host comes, goes, moves or changes (not refreshes)
+        # per switch, bumped when its ports or fabric ports change (what skeletons follow)
+        self.port_stamps: dict[int, int] = {}
+        self._fabric_of: dict[int, set[int]] = {}  # fabric ports per switch
+        self._into: dict[PortRef, set[PortRef]] = {}  # far end -> links ending there
+        # per switch, bumped when a host there comes, goes or changes (not when it refreshes)
+        self.host_stamps: dict[int, int] = {}
         self._pairs: set[tuple[int, int]] = set()
 
     # -- switches and ports -------------------------------------------------
     def add_switch(self, dpid: int, ports: list[PortDesc]) -> None:
         self.shape += dpid not in self.switches
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
-        self._edge.pop(dpid, None)
-        self.ports_stamp += 1
+        self._ports_changed(dpid)
         self._silent = None
         self._stale.add(dpid)  # and its neighbours: links into a port now down go
         if self._graph is not None and dpid in self._graph:
@@ -102,16 +105,15 @@ class Topology:
         self.shape += 1
         self._pairs = {p for p in self._pairs if dpid not in p}
         self._edge.clear()
-        self.ports_stamp += 1
+        self._ports_changed(dpid)
         self._silent = None
         self._stale.add(dpid)
         dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
         for ref in dead:
-            del self.links[ref]
-            self._stale.add(ref[0])
+            self._unlink(ref)
         for mac in [m for m, h in self.hosts.items() if h.dpid == dpid]:
             del self.hosts[mac]
-            self.hosts_stamp += 1
+            self.host_changed(dpid)
         return True
 
     def port_changed(self, dpid: int, desc: PortDesc, deleted: bool = False) -> bool:
@@ -119,8 +121,7 @@ class Topology:
         switch = self.switches.get(dpid)
         if switch is None:
             return False
-        self._edge.pop(dpid, None)
-        self.ports_stamp += 1
+        self._ports_changed(dpid)
         self._silent = None
         self._stale.add(dpid)
         if deleted:
@@ -154,15 +155,18 @@ class Topology:
         self.links[src] = Link(src, dst, now)
         if old is None or old.dst != dst:
             self._stale.add(src[0])
+            if old is not None:
+                self._into.get(old.dst, set()).discard(src)
+            self._into.setdefault(dst, set()).add(src)
             pair = (min(src[0], dst[0]), max(src[0], dst[0]))
             if pair not in self._pairs:
                 self._pairs.add(pair)
                 self.shape += 1
         if src not in self.fabric_ports or dst not in self.fabric_ports:
             self.fabric_ports.update((src, dst))
-            self.ports_stamp += 1
-            self._edge.pop(src[0], None)
-            self._edge.pop(dst[0], None)
+            for ref in (src, dst):
+                self._fabric_of.setdefault(ref[0], set()).add(ref[1])
+                self._ports_changed(ref[0])
             self._silent = None
         return not (old is not None and old.dst == dst)
 
@@ -185,16 +189,27 @@ class Topology:
                 self.links[link.src] = replace(link, last_seen=now)
             else:
                 dead.append(link)
-                del self.links[link.src]
-                self._stale.add(link.src[0])
+                self._unlink(link.src)
         return dead
 
     def _drop_links_at(self, ref: PortRef) -> bool:
-        dead = [s for s, link in self.links.items() if ref in (s, link.dst)]
-        for s in dead:
-            del self.links[s]
-            self._stale.add(s[0])
+        dead = sorted(self._into.get(ref, set()) | ({ref} if ref in self.links else set()))
+        for src in dead:
+            self._unlink(src)
         return bool(dead)
+
+    def _unlink(self, src: PortRef) -> None:
+        link = self.links.pop(src)
+        self._into.get(link.dst, set()).discard(src)
+        self._stale.add(src[0])
+
+    def _ports_changed(self, dpid: int) -> None:
+        self._edge.pop(dpid, None)
+        self.port_stamps[dpid] = self.port_stamps.get(dpid, 0) + 1
+
+    def fabric_ports_of(self, dpid: int) -> list[int]:
+        """A switch's ports that have carried LLDP, sorted."""
+        return sorted(self._fabric_of.get(dpid, ()))
 
     def is_fabric_port(self, ref: PortRef) -> bool:
         return ref in self.fabric_ports
@@ -290,11 +305,19 @@ class Topology:
         if old is not None and (old.dpid, old.port) == (dpid, port):
             self.hosts[mac] = replace(old, ip=ip or old.ip, last_seen=now, tenant=tenant)
             changed = (ip is not None and ip != old.ip) or tenant != old.tenant
-            self.hosts_stamp += changed
+            if changed:
+                self.host_changed(dpid)
             return changed
         self.hosts[mac] = Host(mac, ip, dpid, port, now, tenant)
-        self.hosts_stamp += 1
+        self.host_changed(dpid)
+        if old is not None:
+            self.host_changed(old.dpid)
         return True
+
+    def host_changed(self, dpid: int) -> None:
+        """Note that a host on ``dpid`` came, went or changed (what is planned per switch
+        from its hosts is kept until then)."""
+        self.host_stamps[dpid] = self.host_stamps.get(dpid, 0) + 1
 
     def silent_ports(self) -> dict[int, set[int]]:
         """Edge ports where no host has been learned, per switch (kept up to date as
