@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -212,8 +212,10 @@ class TrafficEngineer:
     def replan_all(self, topo: Topology, routes: Routes) -> dict[Owner, Plan]:
         """After a topology change: keep pins whose paths survive, drop the others (the
         default routes carry those flows until the next placement)."""
-        live_links = {(u, p) for u, edges in routes.out.items() for p, _, _ in edges}
         self.staged.clear()
+        live_links: set[tuple[Hashable, int]] = set()  # (no pin: no pass over every link)
+        if self.paths:
+            live_links = {(u, p) for u, edges in routes.out.items() for p, _, _ in edges}
         for key, path in list(self.paths.items()):
             if not all(link in live_links for link in path):
                 log.info("path of %s lost %s", key, [lk for lk in path if lk not in live_links])

@@ -143,6 +143,7 @@ class Routes:
     dist: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     out: dict[Node, list[tuple[int, Node, int]]] = field(default_factory=dict)
     _matrix: sparse.csr_matrix | None = None
+    _edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # tails, heads, costs
     _hops: dict[Node, dict[Node, tuple[int, ...]]] = field(default_factory=dict)
     _peer: dict[tuple[Node, int], Node] | None = None
     serial: int = field(default_factory=lambda: next(_SERIALS))
@@ -212,13 +213,30 @@ class Routes:
 def _matrix(routes: Routes) -> sparse.csr_matrix:
     """The reversed graph's adjacency (cheapest parallel link), so a search *from* a
     destination gives every switch's distance *to* it."""
-    n = len(routes.nodes)
-    edges = [(routes.index[v], routes.index[u], c) for u, e in routes.out.items() for _, v, c in e]
+    if routes._edges is None:
+        routes._edges = _edge_arrays(routes, routes.out)
+    return _reversed_adjacency(len(routes.nodes), *routes._edges)
+
+
+def _edge_arrays(
+    routes: Routes, out: Mapping[Node, list[tuple[int, Node, int]]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``out``'s links as arrays: tail index, head index, cost."""
+    index = routes.index
+    edges = [(index[u], index[v], c) for u, e in out.items() for _, v, c in e]
     if not edges:
+        return np.zeros(0, int), np.zeros(0, int), np.zeros(0, int)
+    tails, heads, costs = zip(*edges, strict=True)
+    return np.array(tails), np.array(heads), np.array(costs)
+
+
+def _reversed_adjacency(
+    n: int, tails: np.ndarray, heads: np.ndarray, costs: np.ndarray
+) -> sparse.csr_matrix:
+    if not len(tails):
         return sparse.csr_matrix((n, n))
-    rows, cols, costs = (np.array(a) for a in zip(*edges, strict=True))
-    order = np.lexsort((costs, cols, rows))  # per (row, col): the cheapest first
-    rows, cols, costs = rows[order], cols[order], costs[order]
+    order = np.lexsort((costs, tails, heads))  # per (head, tail): the cheapest first
+    rows, cols, costs = heads[order], tails[order], costs[order]
     first = np.ones(len(rows), bool)
     first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
     return sparse.csr_matrix((costs[first], (rows[first], cols[first])), shape=(n, n))
@@ -279,6 +297,15 @@ def update_routes(
             out[u] = [(port, v, costs[(u, v, port)]) for _, v, port in edges]
     routes = Routes(g, groups, costs, nodes, old.index, list(old.dests), dict(old.column), out=out)
     routes.relinked, routes.base = relinked, old.serial
+    if old._edges is not None:  # the links of the others as they were, theirs anew
+        tails, heads, weights = old._edges
+        keep = ~np.isin(tails, [old.index[u] for u in relinked])
+        fresh = _edge_arrays(routes, {u: out[u] for u in relinked if u in out})
+        routes._edges = (
+            np.concatenate([tails[keep], fresh[0]]),
+            np.concatenate([heads[keep], fresh[1]]),
+            np.concatenate([weights[keep], fresh[2]]),
+        )
     columns = _shifted_columns(old, out, relinked)
     routes.dist = old.dist.copy()
     if columns:
