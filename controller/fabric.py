@@ -463,8 +463,9 @@ class Fabric:
             if first is not None:
                 merge(out, self.store.replace(owner, first))
         for owner, plan in staged.items():
+            same = self.store.parts.get(owner) is plan
             merge(out, self.store.replace(owner, plan))
-            if owner[0] is OwnerKind.DEST and isinstance(owner[1], int):
+            if owner[0] is OwnerKind.DEST and isinstance(owner[1], int) and not same:
                 self.dests.committed(self.topo, owner[1], bool(plan))
         return out
 
@@ -502,11 +503,10 @@ class Fabric:
         self.timings.append(("routes", self.timer() - started))
         waiting = {(OwnerKind.ROUTE, d) for d in self.routing.pending}  # keep what they hold
         waiting.update((OwnerKind.BASE, d) for d in self.base.pending)
-        for source in self.sources:
-            for kind in source.kinds:
-                for owner in self.store.owners(kind):
-                    if owner not in waiting:
-                        plans.setdefault(owner, {})
+        swept = {kind for source in self.sources for kind in source.kinds}
+        for owner in self.store.parts:  # (every owner once, not once per kind)
+            if owner[0] in swept and owner not in waiting:
+                plans.setdefault(owner, {})
         return self._commit_based(now, plans)
 
     def _commit_based(self, now: float, plans: Plans) -> Messages:

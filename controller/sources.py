@@ -117,10 +117,10 @@ class BasePipeline:
 
 
 # Route plans per call, as destination columns weighed: a switch's plan costs about one
-# unit per destination switch, so a call plans 8,000 // destinations switches (62 of a
-# k=16 fat-tree's 320, six of a k=48's 2,880) and no call plans the whole fabric; the
-# rest follow in calls of their own (``Routing.pending``).
-ROUTE_SLICE_WORK = 8000
+# unit per destination switch, so a call plans 4,000 // destinations switches (31 of a
+# k=16 fat-tree's 320, three of a k=48's 2,880: about 30 ms) and no call plans the whole
+# fabric; the rest follow in calls of their own (``Routing.pending``).
+ROUTE_SLICE_WORK = 4000
 # Detour searches per call (each a breadth-first search around one link): a fabric
 # coming up protects its links over several calls (until then a link fails over to nothing).
 DETOURS_PER_CALL = 512
