@@ -531,7 +531,7 @@ class Fabric:
 
     def _destinations(self) -> list[int]:
         """Switches hosts can be on: those with edge ports (or hosts)."""
-        dests = {h.dpid for h in self.topo.hosts.values()}
+        dests = set(self.topo.host_switches())
         dests.update(d for d in self.topo.switches if self.topo.edge_ports(d))
         return sorted(dests)
 

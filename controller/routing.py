@@ -149,6 +149,7 @@ class Routes:
     serial: int = field(default_factory=lambda: next(_SERIALS))
     # switches whose out-links differ from those of the routes numbered ``base``
     relinked: set[Node] | None = None
+    moved: set[Node] | None = None  # ... and the switches whose distances moved
     base: int = -1
 
     def peer(self) -> dict[tuple[Node, int], Node]:
@@ -279,13 +280,15 @@ def update_routes(
     ``relinked`` switches (None: unknown). Only the destination columns whose distances
     can change are searched again: after a link goes, those where its switch lost its
     last equal-cost next hop; after a link comes, those it shortens. (A k=48 fat-tree's
-    aggregation-core link changes 24 of 1,152 columns.) Anything else computes afresh."""
+    aggregation-core link changes 24 of 1,152 columns.) Anything else computes afresh.
+    The new routes take over ``old``'s arrays and maps, updated in place (copying 26 MB
+    of distances per link event would cost more than the search): ``old`` is spent."""
     dests = sorted(dests, key=repr)
     nodes = sorted(g.nodes, key=repr)
     if relinked is None or groups is not old.groups or nodes != old.nodes or dests != old.dests:
         return compute_routes(g, dests, groups)
     relinked = set(relinked)
-    global_cost, costs, out = len(nodes) + 1, dict(old.costs), dict(old.out)
+    global_cost, costs, out = len(nodes) + 1, old.costs, dict(old.out)
     for u in relinked:
         for port, v, _ in out.pop(u, []):
             costs.pop((u, v, port), None)
@@ -307,12 +310,15 @@ def update_routes(
             np.concatenate([weights[keep], fresh[2]]),
         )
     columns = _shifted_columns(old, out, relinked)
-    routes.dist = old.dist.copy()
+    routes.dist, routes.moved = old.dist, set()
     if columns:
         sources = [old.index[old.dests[c]] for c in columns]
-        routes.dist[:, columns] = _distances(routes._csr(), sources)
+        found = _distances(routes._csr(), sources)
+        moved = np.flatnonzero(np.any(found != old.dist[:, columns], axis=1))
+        routes.moved = {nodes[i] for i in moved}
+        routes.dist[:, columns] = found
     if old._peer is not None:
-        peer = dict(old._peer)
+        peer = old._peer
         for u in relinked:
             for port, _, _ in old.out.get(u, []):
                 peer.pop((u, port), None)

@@ -207,13 +207,17 @@ def touched(old: Routes | None, new: Routes) -> tuple[set[int], set[int]] | None
     """Switches whose next hops may differ between two routes, and of those the ones
     whose own links changed (``None``: all of them): a next hop depends on the switch's
     own links and distances and its neighbours'."""
+    if old is new:
+        return set(), set()
     if old is None or old.nodes != new.nodes or old.dests != new.dests:
         return None
-    rows = np.flatnonzero(np.any(old.dist != new.dist, axis=1))
-    changed = {new.nodes[i] for i in rows}
-    if new.relinked is not None and new.base == old.serial:
-        relinked = set(new.relinked)
+    if old.dist is new.dist and new.base != old.serial:
+        return None  # updated in place more than once since: what moved is not known
+    if new.base == old.serial and new.relinked is not None and new.moved is not None:
+        changed, relinked = set(new.moved), set(new.relinked)  # (old's arrays are new's)
     else:
+        rows = np.flatnonzero(np.any(old.dist != new.dist, axis=1))
+        changed = {new.nodes[i] for i in rows}
         relinked = {u for u in set(old.out) | set(new.out) if old.out.get(u) != new.out.get(u)}
     near = {u for v in changed for u in new.graph.predecessors(v)} if changed else set()
     stale = {int(u) for u in changed | relinked | near}  # type: ignore[arg-type]
@@ -261,7 +265,7 @@ class Destinations:
         return a[:2] == b[:2] and a[2] is b[2]
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
-        dests = sorted({h.dpid for h in inputs.topo.hosts.values()})
+        dests = sorted(inputs.topo.host_switches())
         return {(OwnerKind.DEST, d): self.plan(inputs, d) for d in dests}
 
     def host_moved(self, inputs: PlanInputs, host: Host) -> Plans:
@@ -308,6 +312,8 @@ class TenantAdmission:
         }
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
+        if not inputs.tenants.enforcing:
+            return {}
         return self.plan(inputs, {h.tenant for h in inputs.topo.hosts.values()})
 
     def host_moved(self, inputs: PlanInputs, host: Host) -> Plans:

@@ -86,6 +86,7 @@ class Topology:
         self._into: dict[PortRef, set[PortRef]] = {}  # far end -> links ending there
         # per switch, bumped when a host there comes, goes or changes (not when it refreshes)
         self.host_stamps: dict[int, int] = {}
+        self._host_switches: frozenset[int] | None = None
         self._pairs: set[tuple[int, int]] = set()
 
     # -- switches and ports -------------------------------------------------
@@ -318,6 +319,13 @@ class Topology:
         """Note that a host on ``dpid`` came, went or changed (what is planned per switch
         from its hosts is kept until then)."""
         self.host_stamps[dpid] = self.host_stamps.get(dpid, 0) + 1
+        self._host_switches = None
+
+    def host_switches(self) -> frozenset[int]:
+        """The switches hosts are learned on (kept until a host comes, goes or moves)."""
+        if self._host_switches is None:
+            self._host_switches = frozenset(h.dpid for h in self.hosts.values())
+        return self._host_switches
 
     def silent_ports(self) -> dict[int, set[int]]:
         """Edge ports where no host has been learned, per switch (kept up to date as

@@ -64,13 +64,16 @@ def test_a_fat_tree_link_searches_only_the_columns_it_shifts() -> None:
     g = switch_digraph(fat_tree(8)).copy()
     dests = sorted(g.nodes)
     routes = compute_routes(g, dests, None)
+    before = routes.dist.copy()  # (the update takes the array over)
     u, pu, v, pv = next(c for c in cables(g) if g.degree(c[0]) == g.degree(c[2]))
     g.remove_edge(u, v, pu)
     g.remove_edge(v, u, pv)
     after = update_routes(routes, g, {u, v}, dests, None)
-    changed = np.flatnonzero(np.any(after.dist != routes.dist, axis=0))
+    changed = np.flatnonzero(np.any(after.dist != before, axis=0))
     assert 0 < len(changed) < len(dests) // 2
     assert after.relinked == {u, v} and after.base == routes.serial
+    moved = {after.nodes[i] for i in np.flatnonzero(np.any(after.dist != before, axis=1))}
+    assert after.moved == moved
 
 
 def test_the_topology_graph_kept_up_to_date_equals_one_built_afresh() -> None:
