@@ -453,6 +453,9 @@ class Fabric:
         """Apply plans computed in full beforehand: an error while planning leaves what
         was sent and what the store believes in agreement."""
         out: Messages = {}
+        if not (self.sync.reading or self.sync.holding):  # what is sent as is and was: done
+            held = self.store.parts
+            plans = {o: p for o, p in plans.items() if o[0].follows_routes or held.get(o) is not p}
         staged = {o: self.sync.writable(self.failover.guard(o, p)) for o, p in plans.items()}
         for owner in [o for o in staged if o[0] in OPTIONAL]:
             if not self.store.fits(owner, staged[owner], self._flow_cap):

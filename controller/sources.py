@@ -117,13 +117,15 @@ class BasePipeline:
 
 
 # Route plans per call, as destination columns weighed: a switch's plan costs about one
-# unit per destination switch, so a call plans 4,000 // destinations switches (31 of a
-# k=16 fat-tree's 320, three of a k=48's 2,880: about 30 ms) and no call plans the whole
+# unit per destination switch, so a call plans 2,500 // destinations switches (19 of a
+# k=16 fat-tree's 320, two of a k=48's 2,880: about 20 ms) and no call plans the whole
 # fabric; the rest follow in calls of their own (``Routing.pending``).
-ROUTE_SLICE_WORK = 4000
-# Detour searches per call (each a breadth-first search around one link): a fabric
-# coming up protects its links over several calls (until then a link fails over to nothing).
-DETOURS_PER_CALL = 512
+ROUTE_SLICE_WORK = 2500
+# Detour searches per call (each a search from both ends of one link, 0.03 ms at k=48,
+# and its tunnel rules): a fabric coming up, or a link whose loss broke many detours (a
+# k=48 core link: 1,151), gets them over several calls; the failover groups in force
+# stay until the last search is in.
+DETOURS_PER_CALL = 128
 
 
 @dataclass
