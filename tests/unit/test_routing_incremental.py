@@ -94,3 +94,20 @@ def test_the_topology_graph_kept_up_to_date_equals_one_built_afresh() -> None:
     assert topo.graph() is g and 1 not in g
     assert sorted(g.edges(keys=True)) == sorted(topo.snapshot().edges(keys=True))
     assert topo.changes_since(-1) is None
+
+
+def test_a_link_event_relinks_two_switches_and_routes_as_a_fresh_plan_would() -> None:
+    from tests.sim import LoomSim
+
+    sim = LoomSim(fat_tree(8)).start()
+    core = sim.core
+    a, c = (int(sim.graph.nodes[n]["dpid"]) for n in ("a0_0", "c1"))
+    for up in (False, True):
+        sim.set_link("a0_0", "c1", up)
+        sim.advance(3.0)
+        # (each end's PortStatus relinks its own switch, the peer's link with it)
+        assert core.routes.relinked is not None and core.routes.relinked <= {a, c}
+        fresh = compute_routes(core.topo.snapshot(), core.routes.dests, None)
+        assert np.array_equal(core.routes.dist, fresh.dist)
+        assert core.routes.out == fresh.out
+        assert sorted(core.routes.graph.edges(keys=True)) == sorted(fresh.graph.edges(keys=True))
