@@ -146,6 +146,7 @@ class Routing:
     _indexes: list[int] = field(default_factory=list)
     # per switch: (from hosts, its profile, plan)
     _plans: dict[int, tuple[bool, SwitchLimits, Plan]] = field(default_factory=dict)
+    _seen: dict[int, tuple[int, Limits]] = field(default_factory=dict)  # port stamp, limits
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
@@ -156,11 +157,16 @@ class Routing:
         switches = inputs.topo.switches
         for gone in set(self._plans) - set(switches):
             del self._plans[gone]
+            self._seen.pop(gone, None)
         stale, urgent = change if change is not None else (set(switches), set())
         self.pending = {d for d in self.pending | stale if d in switches}
         self._urgent = {d for d in self._urgent | urgent if d in self.pending}
-        for dpid in switches:
-            cached = self._plans.get(dpid)
+        stamps = inputs.topo.port_stamps
+        for dpid in switches:  # (a key changes only with the switch's ports or profiles)
+            seen, cached = self._seen.get(dpid), self._plans.get(dpid)
+            if cached and seen and seen[0] == stamps.get(dpid) and seen[1] is inputs.limits:
+                continue
+            self._seen[dpid] = (stamps.get(dpid, 0), inputs.limits)
             if cached is None or cached[:2] != self._key(inputs, dpid):
                 self.pending.add(dpid)
         self.plan_pending(inputs)
