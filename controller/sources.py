@@ -163,10 +163,10 @@ class Routing:
         self._urgent = {d for d in self._urgent | urgent if d in self.pending}
         stamps = inputs.topo.port_stamps
         for dpid in switches:  # (a key changes only with the switch's ports or profiles)
-            seen, cached = self._seen.get(dpid), self._plans.get(dpid)
-            if cached and seen and seen[0] == stamps.get(dpid) and seen[1] is inputs.limits:
+            seen, cached, stamp = self._seen.get(dpid), self._plans.get(dpid), stamps.get(dpid, 0)
+            if cached and seen and seen[0] == stamp and seen[1] is inputs.limits:
                 continue
-            self._seen[dpid] = (stamps.get(dpid, 0), inputs.limits)
+            self._seen[dpid] = (stamp, inputs.limits)
             if cached is None or cached[:2] != self._key(inputs, dpid):
                 self.pending.add(dpid)
         self.plan_pending(inputs)
