@@ -202,17 +202,18 @@ class ArpService:
             return
         tries = self.probes.get(ip, 0)
         first = tries == 0  # first ask only where nobody spoke yet
-        sends: list[tuple[int, PacketOut]] = []
         where = topo.silent_ports() if first else {d: topo.edge_ports(d) for d in topo.switches}
+        frames = sum(len(ports) for ports in where.values())
+        frames -= exclude[1] in where.get(exclude[0], ())
+        if self._spent and self._spent + frames > PROBE_RATE:  # counted before built
+            self.deferred += 1
+            return
+        sends: list[tuple[int, PacketOut]] = []
         for dpid in sorted(where):
             ports = [p for p in sorted(where[dpid]) if (dpid, p) != exclude]
             if ports:
                 actions = tuple(Output(p) for p in ports)
                 sends.append((dpid, PacketOut(OFPP_CONTROLLER, actions, frame)))
-        frames = sum(len(pkt.actions) for _, pkt in sends)
-        if self._spent and self._spent + frames > PROBE_RATE:
-            self.deferred += 1
-            return
         self._spent += frames
         self.last_probe[ip] = now
         self.probes[ip] = tries + 1

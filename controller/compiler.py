@@ -341,11 +341,26 @@ def _next_hop_sets(
         return [], dict.fromkeys(indexes, TO_CONTROLLER)
     if dpid in routes.column:
         tight[:, routes.column[dpid]] = False
-    patterns, which = np.unique(tight.T, axis=0, return_inverse=True)
+    patterns, which = _distinct_columns(tight)
     sets = [tuple(p for p, t in zip(ports, row, strict=True) if t) for row in patterns]
     ids = [i if ports else TO_CONTROLLER for i, ports in enumerate(sets)]
     actions = dict(zip(indexes, (ids[w] for w in which.ravel().tolist()), strict=True))
     return sets, actions
+
+
+def _distinct_columns(tight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct columns of a boolean (ports x destinations) array in lexicographic
+    order, and which one each column is: ``np.unique(tight.T, axis=0)``, but with each
+    column packed into one integer first (a sort of integers, not of rows: 0.3 ms, not
+    6 ms, for a k=48 switch's 48 ports and 1,152 destinations)."""
+    if tight.shape[0] > 64:
+        patterns, which = np.unique(tight.T, axis=0, return_inverse=True)
+        return patterns, which.ravel()
+    packed = np.zeros((8, tight.shape[1]), dtype=np.uint8)
+    packed[: (tight.shape[0] + 7) // 8] = np.packbits(tight, axis=0, bitorder="big")
+    codes = np.ascontiguousarray(packed.T).view(">u8").ravel()  # port 0 the highest bit
+    _, first, which = np.unique(codes, return_index=True, return_inverse=True)
+    return tight.T[first], which.ravel()
 
 
 def _ip_int(ip: str | None) -> int:

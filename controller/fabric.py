@@ -55,7 +55,7 @@ from controller.model import (
 )
 from controller.owners import OwnerKind, Plans
 from controller.qos import ack_marks
-from controller.routing import Groups, empty_routes, infer_groups, update_routes
+from controller.routekeeper import RouteKeeper
 from controller.sources import (
     BasePipeline,
     Destinations,
@@ -80,6 +80,7 @@ DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
 PROBES_PER_JOB = 64  # ARP probes a new job sends at once for hosts not heard from yet
 DISCOVERY_QUIET = 0.25  # seconds without a new link before a batched re-plan
 DISCOVERY_BATCH = 1.0  # ... or at most this long after the first change
+RESEND_PER_CALL = 64  # switches whose LLDP a call sends again after a wave (3,072 frames at k=48)
 POLL_RATE = 2000.0  # switches polled a second at most (k=48: each every 1.4 s)
 LLDP_RATE = 5000.0  # LLDP frames a second at most (k=48: each port every 28 s)
 # Rules a switch may go without (forwarding falls back to its routes): where a switch's
@@ -118,13 +119,13 @@ class Fabric:
         self.arp = ArpService(
             self.config.arp_probe_interval, self.config.arp_wait_timeout, self.address_of
         )
-        self.routes = empty_routes()
-        self._routed_to: list[int] = []  # the destinations ``routes`` was computed for
-        self._routed_graph = -1  # ... and the topology's graph version
+        self.keeper = RouteKeeper()
+        self.routes = self.keeper.routes
+        self._replan_due = False  # a re-plan waits for its routes (computed over calls)
         self._releasing: set[int] = set()  # read-back switches to release once routed
         self._reguard: set[int] = set()  # switches whose routes new failover groups change
         self._wave: set[int] = set()  # switches given their first skeleton in this pass
-        self._groups: tuple[int, Groups] = (-1, None)  # (topology shape, dragonfly groups)
+        self._resend: set[int] = set()  # ... whose LLDP goes again once the wave is in
         self.telemetry = Telemetry()
         self.tenants = TenantView.of(None)
         self.base = BasePipeline(self.config.te.enabled, self.config.qos)
@@ -174,8 +175,7 @@ class Fabric:
         self.telemetry.forget_switch(dpid)
         self.sync.connected(dpid)
         out = self._read_back(now, dpid)
-        merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
-        self.lldp.visited(now, dpid)
+        merge(out, self._send_lldp(now, [dpid]))
         return out
 
     def _read_back(self, now: float, dpid: int) -> Messages:
@@ -247,7 +247,7 @@ class Fabric:
         if self.topo.port_changed(dpid, desc, deleted):
             merge(out, self._replan_all(now))
         if desc.up and not deleted and desc.port_no <= MAX_PHYSICAL_PORT:
-            merge(out, self._lldp_for(dpid, [desc.port_no]))
+            merge(out, lldp_on(dpid, [desc.port_no]))
         return out
 
     # -- packets --------------------------------------------------------------
@@ -361,8 +361,7 @@ class Fabric:
         merge(out, self._poll(self.polls.due(now, dict.fromkeys(self.topo.switches, 1.0))))
         weights = {d: float(len(s.ports)) for d, s in self.topo.switches.items()}
         self._ports = int(sum(weights.values()))
-        for dpid in self.lldp.due(now, weights):
-            merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+        merge(out, self._send_lldp(now, self.lldp.due(now, weights)))
         return out
 
     def _mark_dirty(self, now: float) -> None:
@@ -398,11 +397,13 @@ class Fabric:
         its LLDP catch rule); routes and detours not while a re-plan is due (planned on
         routes about to change, as a fabric is still being discovered, they would be
         planned again)."""
-        if self.base.pending:
+        if self.base.pending or self._resend:
             return True
         if self._dirty:
             return False
-        return bool(self.routing.pending or self.failover.waiting or self._reguard)
+        return bool(
+            self._replan_due or self.routing.pending or self.failover.waiting or self._reguard
+        )
 
     def work(self, now: float) -> Messages:
         """The next slice of planning left over from a re-plan (the shim calls this until
@@ -412,6 +413,12 @@ class Fabric:
             return {}
         if self.base.pending:
             return self._commit_based(now, self.base.plan_pending(self.inputs()))
+        if self._resend:
+            some = sorted(self._resend)[:RESEND_PER_CALL]
+            self._resend.difference_update(some)
+            return self._send_lldp(now, some)
+        if self._replan_due:
+            return self._replan_all(now)
         if self.routing.pending:
             out = self._commit(self.routing.plan_pending(self.inputs()))
             merge(out, self._release_routed())
@@ -490,15 +497,13 @@ class Fabric:
         """Every source plans from fresh routes; owners no source claims any more go."""
         self._dirty = False
         self._last_change = max(self._last_change, now)
-        self.events["replan_all"] += 1
         started = self.timer()
-        graph, dests = self.topo.graph(), self._destinations()
-        if self.topo.version != self._routed_graph or dests != self._routed_to:
-            if self._groups[0] != self.topo.shape:  # inferred again only if the shape changed
-                self._groups = (self.topo.shape, infer_groups(graph))
-            relinked = self.topo.changes_since(self._routed_graph)
-            self.routes = update_routes(self.routes, graph, relinked, dests, self._groups[1])
-            self._routed_to, self._routed_graph = dests, self.topo.version
+        self._replan_due = not self.keeper.advance(self.topo, self._destinations())
+        if self._replan_due:  # (``work`` goes on with it; skeletons need no routes)
+            self.timings.append(("routes", self.timer() - started))
+            return self._commit_based(now, self.base.plan_all(self.inputs()))
+        self.routes = self.keeper.routes
+        self.events["replan_all"] += 1
         inputs = self.inputs()
         plans: Plans = {}
         for source in self.sources:
@@ -523,12 +528,18 @@ class Fabric:
         out = self._commit(plans)
         fresh = [d for d in fresh if (OwnerKind.BASE, d) in self.store.parts]
         self._wave.update(fresh)
-        if not self.base.pending:
-            fresh = sorted(self._wave) if len(self._wave) > len(fresh) else fresh
+        if not self.base.pending:  # (the rest of the wave: a slice a call, in ``work``)
+            self._resend.update(self._wave.difference(fresh))
             self._wave = set()
-        for dpid in fresh:
+        merge(out, self._send_lldp(now, fresh))
+        return out
+
+    def _send_lldp(self, now: float, dpids: list[int]) -> Messages:
+        """LLDP out of every live port of ``dpids`` (visited now, for the pacing)."""
+        out: Messages = {}
+        for dpid in dpids:
             if dpid in self.topo.switches:
-                merge(out, self._lldp_for(dpid, self.topo.switches[dpid].live_ports()))
+                merge(out, lldp_on(dpid, self.topo.switches[dpid].live_ports()))
                 self.lldp.visited(now, dpid)
         return out
 
@@ -590,10 +601,12 @@ class Fabric:
         self.jobs.remove(name)
         return self.store.remove(self.jobs.owner(name))
 
-    def _lldp_for(self, dpid: int, ports: list[int]) -> Messages:
-        msgs = [
-            PacketOut(OFPP_CONTROLLER, (Output(p),), LldpFrame(dpid, p))
-            for p in ports
-            if p <= MAX_PHYSICAL_PORT
-        ]
-        return {dpid: list(msgs)} if msgs else {}
+
+def lldp_on(dpid: int, ports: list[int]) -> Messages:
+    """An LLDP frame out of each of a switch's physical ``ports``."""
+    msgs: list[Message] = [
+        PacketOut(OFPP_CONTROLLER, (Output(p),), LldpFrame(dpid, p))
+        for p in ports
+        if p <= MAX_PHYSICAL_PORT
+    ]
+    return {dpid: msgs} if msgs else {}

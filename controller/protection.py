@@ -54,6 +54,10 @@ BACK_BASE = 0x6000_0000
 PRIO_TUNNEL = 800
 OFPVID_PRESENT = 0x1000
 MAX_TUNNELS = 4094
+# A budgeted call (``ProtectionPlanner.plan``) reads this many links, or rebuilds this
+# many ports' groups, per detour search it may make (128 searches: 4,096 links read).
+READ_LINKS_PER_DETOUR = 32
+PUBLISH_PER_DETOUR = 16
 
 
 def protect_gid(port: int) -> int:
@@ -111,6 +115,17 @@ class ProtectionResult:
     waiting: int
 
 
+@dataclass
+class _Staged:
+    """Copies of the planner's tables while dirty switches are rebuilt into them."""
+
+    plans: dict[int, Plan]
+    first: dict[int, dict[int, int | None]]
+    arrivals: dict[int, set[int]]
+    plans_changed: bool = False
+    stands_changed: bool = False
+
+
 class ProtectionPlanner:
     """Failover plans kept up to date one link event at a time. Each call re-reads
     only the switches it is told changed, re-searches only the detours a dead hop broke
@@ -134,12 +149,16 @@ class ProtectionPlanner:
         self._plans: dict[int, Plan] = {}
         self._protection = Protection()
         self._read_once = False
+        self._unread: set[int] = set()  # switches still to read (a budgeted call reads some)
+        self._went: list[Hop] = []  # ... and what the ones read so far lost and gained
+        self._came: list[Hop] = []
+        self._staged: _Staged | None = None  # the tables being rebuilt, a slice a call
 
     def plan(
         self,
         g: nx.MultiDiGraph,
         changed: Iterable[int] | None,
-        known: Iterable[Hop] = (),
+        known: Iterable[Hop] | None = (),
         budget: int | None = None,
     ) -> ProtectionResult:
         """Bring the plans up to date with ``g``. ``changed``: the switches whose links
@@ -147,12 +166,37 @@ class ProtectionPlanner:
         read). ``known``: every link ever seen (it only grows; tunnel ids number it and
         the live links). ``budget``: at most this many detour searches in this call."""
         if changed is None or not self._read_once:
-            switches = set(g) | set(self._fabric.links)
-            self._dirty.update(switches, self._plans)  # every switch rebuilt and compared
+            self._unread = set(g) | set(self._fabric.links)
+            self._dirty.update(self._unread, self._plans)  # every switch rebuilt and compared
         else:
-            switches = self._touched(g, changed)
+            self._unread |= self._touched(g, changed)
         self._read_once = True
-        went, came = self._read(g, switches)
+        batch = sorted(self._unread)
+        if budget is not None:  # (reading a link costs about 1/30 of a detour search)
+            links, cut = 0, 0
+            while cut < len(batch) and links < READ_LINKS_PER_DETOUR * budget:
+                links += len(g.succ[batch[cut]]) + 1 if batch[cut] in g else 1
+                cut += 1
+            batch = batch[:cut]
+        self._unread.difference_update(batch)
+        went, came = self._read(g, batch)
+        self._went += went
+        self._came += came
+        if not self._unread:
+            self._apply(known)
+            for link, path in self._book.search(self._fabric, budget):
+                self._add_tunnel(link, path)
+                self._dirty.add(link[0])
+            if not self._book.pending:
+                self._publish(None if budget is None else PUBLISH_PER_DETOUR * budget)
+        waiting = len(self._unread) + len(self._book.pending) + len(self._dirty)
+        return ProtectionResult(self._plans, self._protection, waiting)
+
+    def _apply(self, known: Iterable[Hop] | None) -> None:
+        """What the switches read since the last time lost and gained, once all are read
+        (a hop read as come and then as gone is not come: the live set has the last word)."""
+        went, came = self._went, [h for h in self._came if h in self._live]
+        self._went, self._came = [], []
         self._lose(went)
         if self._renumber(known, went, came):
             self._retrack()
@@ -160,12 +204,6 @@ class ProtectionPlanner:
             self._track(came)
         if came:  # a link without a detour may have one now
             self._dirty.update(link[0] for link in self._book.link_came())
-        for link, path in self._book.search(self._fabric, budget):
-            self._add_tunnel(link, path)
-            self._dirty.add(link[0])
-        if not self._book.pending:
-            self._publish()
-        return ProtectionResult(self._plans, self._protection, len(self._book.pending))
 
     def _touched(self, g: nx.MultiDiGraph, changed: Iterable[int]) -> set[int]:
         """The switches to re-read: those named, and their peers where a switch came or
@@ -181,11 +219,11 @@ class ProtectionPlanner:
                     out.add(peer)
         return out
 
-    def _read(self, g: nx.MultiDiGraph, switches: set[int]) -> tuple[list[Hop], list[Hop]]:
+    def _read(self, g: nx.MultiDiGraph, switches: list[int]) -> tuple[list[Hop], list[Hop]]:
         """Re-read ``switches``' links; returns the hops that went and those that came."""
         went: list[Hop] = []
         came: list[Hop] = []
-        for switch in sorted(switches):
+        for switch in switches:
             gone, new = self._fabric.set_links(switch, read_links(g, switch))
             if gone or new:
                 self._dirty.add(switch)
@@ -206,10 +244,14 @@ class ProtectionPlanner:
                 self._drop_tunnel(hop)
                 self._groups.pop(hop, None)
 
-    def _renumber(self, known: Iterable[Hop], went: list[Hop], came: list[Hop]) -> bool:
+    def _renumber(
+        self, known: Iterable[Hop] | None, went: list[Hop], came: list[Hop]
+    ) -> bool:
         """Keep the numbered links (known or live) up to date; True if tunnel ids change.
         Cheap unless a never-seen link came (or an unknown one went)."""
-        learned, forgotten = self._learn(known)
+        learned, forgotten = self._learn(known) if known is not None else (set(), set())
+        if known is None:  # every link read is known from now on
+            self._known.update(came)
         added = [h for h in (*learned, *came) if h not in self._numbered]
         gone = (*went, *forgotten)
         removed = [h for h in gone if h not in self._live and h not in self._known]
@@ -290,24 +332,32 @@ class ProtectionPlanner:
         if not ends:
             del self._ends[parts[1]]
 
-    def _publish(self) -> None:
-        """Rebuild the dirty switches; a switch (or entry) equal to before keeps its
-        object, and the outer tables are copied only if something changed."""
+    def _publish(self, limit: int | None) -> None:
+        """Rebuild the dirty switches (``limit``: at most that many ports a call, the
+        tables in use kept until the last is done); a switch (or entry) equal to before
+        keeps its object, and the outer tables are copied only if one changed."""
         if not self._dirty:
             return
-        plans, first = dict(self._plans), dict(self._protection.first)
-        arrivals = dict(self._protection.arrivals)
-        plans_changed = stands_changed = False
+        if self._staged is None:
+            prot = self._protection
+            self._staged = _Staged(dict(self._plans), dict(prot.first), dict(prot.arrivals))
+        staged, ports = self._staged, 0
         for switch in sorted(self._dirty):
-            ports, ends, plan = self._switch(switch)
-            plans_changed |= _settle(plans, switch, plan)
-            stands_changed |= _settle(first, switch, ports)
-            stands_changed |= _settle(arrivals, switch, ends)
-        self._dirty.clear()
-        if plans_changed:
-            self._plans = plans
-        if stands_changed:
-            self._protection = Protection(first, arrivals)
+            if limit is not None and ports >= limit:
+                break
+            self._dirty.discard(switch)
+            ports += len(self._fabric.links.get(switch, ())) + 1
+            here, ends, plan = self._switch(switch)
+            staged.plans_changed |= _settle(staged.plans, switch, plan)
+            staged.stands_changed |= _settle(staged.first, switch, here)
+            staged.stands_changed |= _settle(staged.arrivals, switch, ends)
+        if self._dirty:
+            return
+        self._staged = None
+        if staged.plans_changed:
+            self._plans = staged.plans
+        if staged.stands_changed:
+            self._protection = Protection(staged.first, staged.arrivals)
 
     def _switch(
         self, switch: int

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from controller.tenants import TenantView, admit_plan
 from controller.topology import Host, Topology
 
 Capacity = Callable[[PortRef], float]  # bits/s of a port
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,10 @@ class PlanSource(Protocol):
     def plan_all(self, inputs: PlanInputs) -> Plans: ...
 
 
-# Base plans per call (each a switch's table skeleton, a millisecond or so): a fabric
-# of thousands of switches gets its skeletons over several calls, new switches first.
-BASE_PER_CALL = 256
+# Base plans per call, as ports (a switch's table skeleton costs about 20 us a port):
+# a fabric of thousands of switches gets its skeletons over several calls, new switches
+# first (128 switches of a k=16 fat-tree a call, 42 of a k=48's).
+BASE_PORTS_PER_CALL = 2048
 BaseKey = tuple[tuple[int, ...], tuple[int, ...], bool]  # fabric ports, edge ports, tenants
 
 
@@ -103,8 +105,15 @@ class BasePipeline:
         return self._all
 
     def plan_pending(self, inputs: PlanInputs) -> Plans:
-        """Plan the next ``BASE_PER_CALL`` out-of-date switches, new ones first."""
-        order = sorted(self.pending, key=lambda d: (d in self._plans, d))[:BASE_PER_CALL]
+        """Plan the next ``BASE_PORTS_PER_CALL`` ports' worth of out-of-date switches,
+        new ones first."""
+        order: list[int] = []
+        ports = 0
+        for dpid in sorted(self.pending, key=lambda d: (d in self._plans, d)):
+            if order and ports >= BASE_PORTS_PER_CALL:
+                break
+            order.append(dpid)
+            ports += len(self.pending[dpid][0]) + len(self.pending[dpid][1])
         if order:
             self._all = None
         out: Plans = {}
@@ -126,6 +135,9 @@ ROUTE_SLICE_WORK = 2500
 # k=48 core link: 1,151), gets them over several calls; the failover groups in force
 # stay until the last search is in.
 DETOURS_PER_CALL = 128
+# Failover rules a call puts in force once the detours are in (groups and tunnel rules:
+# about 20 switches of a k=48 fat-tree, each with 144 groups).
+LAND_RULES_PER_CALL = 3000
 
 
 @dataclass
@@ -340,11 +352,14 @@ class FastFailover:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.PROTECT,)
     protection: Protection = field(default_factory=Protection)
     waiting: int = 0  # links whose detour is still to be searched (in later calls)
-    _links_seen: set[PortRef] = field(default_factory=set)
     _planner: ProtectionPlanner = field(default_factory=ProtectionPlanner)
     _version: int | None = None  # the topology graph version last planned for
     select_groups: Callable[[int], int] = lambda _dpid: 0  # per switch, beside failover's
-    _planned: tuple[Plans, Protection] | None = None
+    _planned: tuple[Plans, Protection] | None = None  # in force
+    # the planner's last complete result (compared by identity)
+    _found: tuple[dict[int, Plan] | None, Protection | None] = (None, None)
+    _target: tuple[Plans, Protection] | None = None  # ... while switches change over to it
+    _landing: list[int] = field(default_factory=list)  # ... these, last first
     _barring: tuple[Plans, frozenset[int], Plans, Protection] | None = None
     _guarded: dict[Owner, tuple[Plan, object, Plan]] = field(default_factory=dict)
 
@@ -358,15 +373,62 @@ class FastFailover:
         changed = None if self._version is None else topo.changes_since(self._version)
         if changed is None or changed or self.waiting:
             self._version = topo.version
-            for u in sorted(graph if changed is None else changed):
-                if u in graph:
-                    self._links_seen.update((u, k) for _, _, k in graph.out_edges(u, keys=True))
-            found = self._planner.plan(graph, changed, self._links_seen, DETOURS_PER_CALL)
-            self.waiting = found.waiting
-            if not self.waiting:  # (else the groups stay as they are until all are in)
+            # (tunnel ids number every link ever read: a failure renumbers nothing)
+            found = self._planner.plan(graph, changed, None, DETOURS_PER_CALL)
+            new = found.plans is not self._found[0] or found.protection is not self._found[1]
+            if not found.waiting and new:
+                self._found = (found.plans, found.protection)
                 plans: Plans = {(OwnerKind.PROTECT, d): p for d, p in found.plans.items()}
-                self._planned = (plans, found.protection)
+                self._aim(plans, found.protection)
+            self._land()
+            self.waiting = found.waiting + len(self._landing)
         return self._in_force(inputs)
+
+    def _aim(self, plans: Plans, aim: Protection) -> None:
+        """New complete plans: the switches whose plan or groups differ from those in
+        force will change over (``_land``)."""
+        now, prot = self._planned or ({}, Protection())
+        switches = {o[1] for o in (*plans, *now)} | {*prot.first, *aim.first}
+        switches |= {*prot.arrivals, *aim.arrivals}
+        self._target = (plans, aim)
+        self._landing = sorted(
+            (
+                d
+                for d in switches
+                if isinstance(d, int)
+                and (
+                    plans.get((OwnerKind.PROTECT, d)) is not now.get((OwnerKind.PROTECT, d))
+                    or aim.first.get(d) is not prot.first.get(d)
+                    or aim.arrivals.get(d) is not prot.arrivals.get(d)
+                )
+            ),
+            reverse=True,
+        )
+
+    def _land(self) -> None:
+        """Put the next switches' new plans in force, ``LAND_RULES_PER_CALL`` rules a
+        call (2,880 switches' groups at k=48 take seconds to diff and send). Each switch's
+        routes are guarded by its own groups alone, so switches change over one by one."""
+        if self._target is None:
+            return
+        target, aim = self._target
+        now, prot = self._planned or ({}, Protection())
+        plans, first, arrivals = dict(now), dict(prot.first), dict(prot.arrivals)
+        rules = 0
+        while self._landing and rules < LAND_RULES_PER_CALL:
+            dpid = self._landing.pop()
+            owner = (OwnerKind.PROTECT, dpid)
+            plan = target.get(owner)
+            if plan is None:
+                plans.pop(owner, None)
+            else:
+                plans[owner] = plan
+                rules += sum(len(r.groups) + len(r.flows) for r in plan.values())
+            _put(first, dpid, aim.first.get(dpid))
+            _put(arrivals, dpid, aim.arrivals.get(dpid))
+        self._planned = (plans, Protection(first, arrivals))
+        if not self._landing:
+            self._planned, self._target = (target, aim), None
 
     def _in_force(self, inputs: PlanInputs) -> Plans:
         """The last complete plans, within the switches' profiles."""
@@ -440,4 +502,11 @@ class FastFailover:
         while keeping the old ones (the second pass removes what went)."""
         if owner[0] is not OwnerKind.PROTECT or plan is installed:
             return None
-        return union_plans(installed, plan)
+        return union_plans(installed, plan) if installed else plan
+
+
+def _put(table: dict[int, _V], key: int, value: _V | None) -> None:
+    if value is None:
+        table.pop(key, None)
+    else:
+        table[key] = value
