@@ -91,8 +91,9 @@ def place_job(
             rate = share * capacity((src.dpid, src.port))
             job.rates[(a, b)] = rate
             demands.append(Demand((a, b), rate, cands))
-    links = {(u, k) for u, _, k in routes.graph.edges(keys=True)}
-    placement = place(demands, {link: capacity(link) for link in links}, load)
+    live = routes.peer()  # (only the links a candidate crosses are weighed: not 110,592)
+    links = {link for d in demands for path in d.candidates for link in path if link in live}
+    placement = place(demands, {link: capacity(link) for link in sorted(links)}, load)
     job.paths = {pair: placement.paths[pair] for pair in job.rates if pair in placement.paths}
     job.max_utilization = placement.max_utilization
 

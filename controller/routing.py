@@ -28,6 +28,7 @@ from scipy.sparse import csgraph
 Node = Hashable
 NextHops = dict[Node, tuple[tuple[int, Node], ...]]  # node -> ((port, neighbour), ...)
 Groups = dict[Node, int] | None  # dragonfly group of every switch (None: not a dragonfly)
+EdgeArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # tail, head, cost, port
 Infer = Literal["infer"]
 _SERIALS = itertools.count()
 
@@ -158,7 +159,7 @@ class Routes:
     dist: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     out: dict[Node, list[tuple[int, Node, int]]] = field(default_factory=dict)
     _matrix: sparse.csr_matrix | None = None
-    _edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # tails, heads, costs
+    _edges: EdgeArrays | None = None  # tails, heads, costs, ports
     _hops: dict[Node, dict[Node, tuple[int, ...]]] = field(default_factory=dict)
     _peer: dict[tuple[Node, int], Node] | None = None
     serial: int = field(default_factory=lambda: next(_SERIALS))
@@ -185,16 +186,24 @@ class Routes:
         if dest not in self.column:
             self.add(dest)
         col = self.dist[:, self.column[dest]]
-        hops: dict[Node, tuple[int, ...]] = {}
-        for u, edges in self.out.items():
-            du = col[self.index[u]]
-            if u == dest or not np.isfinite(du):
-                continue
-            ports = tuple(p for p, v, c in edges if col[self.index[v]] + c == du)
-            if ports:
-                hops[u] = ports
+        tails, heads, costs, ports = self.edge_arrays()
+        here = col[tails]
+        tight = np.isfinite(here) & (col[heads] + costs == here) & (tails != self.index[dest])
+        found = np.flatnonzero(tight)
+        found = found[np.lexsort((ports[found], tails[found]))]  # by switch, then port
+        at, out = tails[found], ports[found].tolist()
+        starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]]).tolist() if len(at) else []
+        ends = [*starts[1:], len(out)] if starts else []
+        spans = zip(at[starts].tolist(), starts, ends, strict=True)
+        hops = {self.nodes[u]: tuple(out[a:b]) for u, a, b in spans}
         self._hops[dest] = hops
         return hops
+
+    def edge_arrays(self) -> EdgeArrays:
+        """Every link as arrays (built once): tail and head index, cost, port."""
+        if self._edges is None:
+            self._edges = _edge_arrays(self, self.out)
+        return self._edges
 
     def tight(self, switch: Node) -> tuple[list[int], np.ndarray]:
         """``switch``'s out ports and, per port and destination column, whether that port
@@ -229,21 +238,17 @@ class Routes:
 def _matrix(routes: Routes) -> sparse.csr_matrix:
     """The reversed graph's adjacency (cheapest parallel link), so a search *from* a
     destination gives every switch's distance *to* it."""
-    if routes._edges is None:
-        routes._edges = _edge_arrays(routes, routes.out)
-    return _reversed_adjacency(len(routes.nodes), *routes._edges)
+    return _reversed_adjacency(len(routes.nodes), *routes.edge_arrays()[:3])
 
 
-def _edge_arrays(
-    routes: Routes, out: Mapping[Node, list[tuple[int, Node, int]]]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``out``'s links as arrays: tail index, head index, cost."""
+def _edge_arrays(routes: Routes, out: Mapping[Node, list[tuple[int, Node, int]]]) -> EdgeArrays:
+    """``out``'s links as arrays: tail index, head index, cost, port."""
     index = routes.index
-    edges = [(index[u], index[v], c) for u, e in out.items() for _, v, c in e]
+    edges = [(index[u], index[v], c, p) for u, e in out.items() for p, v, c in e]
     if not edges:
-        return np.zeros(0, int), np.zeros(0, int), np.zeros(0, int)
-    tails, heads, costs = zip(*edges, strict=True)
-    return np.array(tails), np.array(heads), np.array(costs)
+        return np.zeros(0, int), np.zeros(0, int), np.zeros(0, int), np.zeros(0, int)
+    tails, heads, costs, ports = zip(*edges, strict=True)
+    return np.array(tails), np.array(heads), np.array(costs), np.array(ports)
 
 
 def _reversed_adjacency(
@@ -395,13 +400,10 @@ def update_routes(
     routes = Routes(g, groups, costs, nodes, old.index, list(old.dests), dict(old.column), out=out)
     routes.relinked, routes.base = relinked, old.serial
     if old._edges is not None:  # the links of the others as they were, theirs anew
-        tails, heads, weights = old._edges
-        keep = ~np.isin(tails, [old.index[u] for u in relinked])
+        keep = ~np.isin(old._edges[0], [old.index[u] for u in relinked])
         fresh = _edge_arrays(routes, {u: out[u] for u in relinked if u in out})
-        routes._edges = (
-            np.concatenate([tails[keep], fresh[0]]),
-            np.concatenate([heads[keep], fresh[1]]),
-            np.concatenate([weights[keep], fresh[2]]),
+        routes._edges = tuple(  # type: ignore[assignment]
+            np.concatenate([kept[keep], new]) for kept, new in zip(old._edges, fresh, strict=True)
         )
     columns = _shifted_columns(old, out, relinked)
     routes.dist, routes.moved = old.dist, set()

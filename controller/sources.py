@@ -82,6 +82,15 @@ class BasePipeline:
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         """Only switches whose ports changed are looked at (a link event: none)."""
+        self.refresh(inputs)
+        self.plan_pending(inputs)
+        if self._all is None:
+            ready = sorted(d for d in self._plans if d not in self.pending)
+            self._all = {(OwnerKind.BASE, d): self._plans[d][1] for d in ready}
+        return self._all
+
+    def refresh(self, inputs: PlanInputs) -> None:
+        """Note the switches whose skeleton is out of date (``pending``)."""
         switches, stamps = inputs.topo.switches, inputs.topo.port_stamps
         for gone in set(self._plans) - set(switches):
             del self._plans[gone]
@@ -98,11 +107,6 @@ class BasePipeline:
                 self.pending[dpid] = key
             elif self.pending.pop(dpid, None) is not None:
                 self._all = None
-        self.plan_pending(inputs)
-        if self._all is None:
-            ready = sorted(d for d in self._plans if d not in self.pending)
-            self._all = {(OwnerKind.BASE, d): self._plans[d][1] for d in ready}
-        return self._all
 
     def plan_pending(self, inputs: PlanInputs) -> Plans:
         """Plan the next ``BASE_PORTS_PER_CALL`` ports' worth of out-of-date switches,

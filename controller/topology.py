@@ -71,7 +71,8 @@ class Topology:
         self._mac_at: dict[PortRef, str] = {}
         self._mac_of_ip: dict[str, str] = {}
         self._macs_on: dict[int, set[str]] = {}
-        self._silent: dict[int, set[int]] | None = None  # edge ports no host spoke from
+        self._silent: dict[int, set[int]] = {}  # edge ports no host spoke from, per switch
+        self._unheard: set[int] = set()  # ... switches whose entry is to be found again
         # The live switch graph, kept up to date switch by switch when asked for: a link
         # event on a fabric of 110,592 links rebuilds the out-links of its two switches,
         # not the graph. ``version`` counts the changes, ``_log`` says which switches
@@ -98,7 +99,6 @@ class Topology:
         self.shape += dpid not in self.switches
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
         self._ports_changed(dpid)
-        self._silent = None
         self._stale.add(dpid)  # and its neighbours: links into a port now down go
         for g in (self._graph, self._building):
             if g is not None and dpid in g:
@@ -112,7 +112,6 @@ class Topology:
         self._pairs = {p for p in self._pairs if dpid not in p}
         self._edge.clear()
         self._ports_changed(dpid)
-        self._silent = None
         self._stale.add(dpid)
         dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
         for ref in dead:
@@ -128,7 +127,6 @@ class Topology:
         if switch is None:
             return False
         self._ports_changed(dpid)
-        self._silent = None
         self._stale.add(dpid)
         if deleted:
             switch.ports.pop(desc.port_no, None)
@@ -173,7 +171,6 @@ class Topology:
             for ref in (src, dst):
                 self._fabric_of.setdefault(ref[0], set()).add(ref[1])
                 self._ports_changed(ref[0])
-            self._silent = None
         return not (old is not None and old.dst == dst)
 
     def expire_links(
@@ -211,6 +208,7 @@ class Topology:
 
     def _ports_changed(self, dpid: int) -> None:
         self._edge.pop(dpid, None)
+        self._unheard.add(dpid)
         self.port_stamps[dpid] = self.port_stamps.get(dpid, 0) + 1
 
     def fabric_ports_of(self, dpid: int) -> list[int]:
@@ -327,7 +325,7 @@ class Topology:
             return False
         old = self.hosts.get(mac)
         self._mac_at[(dpid, port)] = mac
-        if self._silent is not None and port in self._silent.get(dpid, ()):
+        if port in self._silent.get(dpid, ()):
             self._silent[dpid].discard(port)
         self._macs_on.setdefault(dpid, set()).add(mac)
         if ip is not None:
@@ -358,14 +356,22 @@ class Topology:
 
     def silent_ports(self) -> dict[int, set[int]]:
         """Edge ports where no host has been learned, per switch (kept up to date as
-        hosts speak; a port whose host went is found silent again after the next
-        change of ports or links)."""
-        if self._silent is None:
-            found = {
-                d: {p for p in self.edge_ports(d) if self.host_on((d, p)) is None}
-                for d in self.switches
+        hosts speak; a switch whose ports or links changed is looked at again, and a
+        port whose host went is found silent again then)."""
+        for dpid in self._unheard:
+            switch = self.switches.get(dpid)
+            fabric = self._fabric_of.get(dpid, ())
+            ports = {
+                p
+                for p, desc in (switch.ports.items() if switch else ())
+                if desc.up and p <= MAX_PHYSICAL_PORT and p not in fabric
             }
-            self._silent = {d: ports for d, ports in found.items() if ports}
+            ports = {p for p in ports if self.host_on((dpid, p)) is None}
+            if ports:
+                self._silent[dpid] = ports
+            else:
+                self._silent.pop(dpid, None)
+        self._unheard = set()
         return self._silent
 
     def host_on(self, ref: PortRef) -> Host | None:
