@@ -80,6 +80,7 @@ class Topology:
         self._graph: nx.MultiDiGraph | None = None
         self._stale: set[int] = set()  # switches whose out-links changed since the graph
         self._building: nx.MultiDiGraph | None = None  # a fresh graph built over calls
+        self._regraph = False  # switches came or went: the next graph is built afresh
         self.version = 0
         self._log: list[tuple[int, frozenset[int] | None]] = []
         # Bumped when switches come or go or two switches are first seen linked: what
@@ -97,6 +98,7 @@ class Topology:
     # -- switches and ports -------------------------------------------------
     def add_switch(self, dpid: int, ports: list[PortDesc]) -> None:
         self.shape += dpid not in self.switches
+        self._regraph |= dpid not in self.switches
         self.switches[dpid] = Switch(dpid, {p.port_no: p for p in ports})
         self._ports_changed(dpid)
         self._stale.add(dpid)  # and its neighbours: links into a port now down go
@@ -106,15 +108,19 @@ class Topology:
 
     def remove_switch(self, dpid: int) -> bool:
         """Forget a switch, its links (both directions) and its hosts."""
-        if self.switches.pop(dpid, None) is None:
+        switch = self.switches.pop(dpid, None)
+        if switch is None:
             return False
         self.shape += 1
+        self._regraph = True
         self._pairs = {p for p in self._pairs if dpid not in p}
         self._edge.clear()
         self._ports_changed(dpid)
         self._stale.add(dpid)
-        dead = [ref for ref, link in self.links.items() if dpid in (ref[0], link.dst[0])]
-        for ref in dead:
+        ends = [(dpid, p) for p in sorted(set(switch.ports) | self._fabric_of.get(dpid, set()))]
+        dead = {ref for ref in ends if ref in self.links}
+        dead.update(src for ref in ends for src in self._into.get(ref, ()))
+        for ref in sorted(dead):
             self._unlink(ref)
         for mac in [m for m, h in self.hosts.items() if h.dpid == dpid]:
             del self.hosts[mac]
@@ -238,7 +244,7 @@ class Topology:
         """Live switch graph: nodes are dpids, edge key is the source port, data the far
         port. The same object, updated in place (callers must not modify it): only the
         out-links of switches that changed are rebuilt."""
-        if self._graph is None or self._building is not None:
+        if self._graph is None or self._building is not None or self._regraph:
             self.graph_ready(len(self.switches) + len(self._stale))
         elif self._stale:
             for dpid in sorted(self._stale):
@@ -250,12 +256,14 @@ class Topology:
 
     def graph_ready(self, limit: int) -> bool:
         """Whether ``graph()`` is cheap now. If most of the fabric changed (it came up:
-        2,880 switches' links cost a second) a fresh graph is built instead, ``limit``
-        switches a call; the graph in use stays as it was until the new one is whole."""
+        2,880 switches' links cost a second) or switches came or went (every route is
+        computed afresh then), a fresh graph is built instead, ``limit`` switches a call;
+        the graph in use, which routes in force are on, stays as it was until then."""
         if self._building is None:
-            if self._graph is not None and len(self._stale) < GRAPH_REBUILD_AT:
+            small = self._graph is not None and len(self._stale) < GRAPH_REBUILD_AT
+            if small and not self._regraph:
                 return True
-            self._building = nx.MultiDiGraph()
+            self._building, self._regraph = nx.MultiDiGraph(), False
             self._stale.update(self.switches)
         batch = sorted(self._stale)[:limit]
         for dpid in batch:
