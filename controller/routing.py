@@ -321,9 +321,16 @@ class RoutesBuild:
             u = self._unread.pop()
             self._out[u] = _links_of(self.graph, u, self.groups, len(self.nodes) + 1, self._costs)
             links += len(self._out[u])
-        if self._unread:
+        busy = reads is not None and links > reads // 2  # (what is left: the next step)
+        if self._unread or busy:
             return None
-        routes = self._routes or self._start()
+        if self._routes is None:
+            links += sum(len(e) for e in self._start().out.values())
+            self._start()._csr()
+            if reads is not None and links > reads // 2:
+                return None
+        routes = self._routes
+        assert routes is not None
         edges = max(1, sum(len(e) for e in routes.out.values()))
         columns = len(self.dests) if work is None else SEARCH_LINKS_PER_CALL * work // edges
         todo = self.dests[self._searched : self._searched + max(1, columns)]
@@ -337,6 +344,8 @@ class RoutesBuild:
         return routes
 
     def _start(self) -> Routes:
+        if self._routes is not None:
+            return self._routes
         index = {n: i for i, n in enumerate(self.nodes)}
         out = {u: e for u, e in self._out.items() if e}
         routes = Routes(self.graph, self.groups, self._costs, self.nodes, index, out=out)

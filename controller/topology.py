@@ -258,13 +258,17 @@ class Topology:
         """Whether ``graph()`` is cheap now. If most of the fabric changed (it came up:
         2,880 switches' links cost a second) or switches came or went (every route is
         computed afresh then), a fresh graph is built instead, ``limit`` switches a call;
-        the graph in use, which routes in force are on, stays as it was until then."""
+        the graph in use, which routes in force are on, stays as it was until then
+        (built over several calls: False until the call after the last)."""
         if self._building is None:
             small = self._graph is not None and len(self._stale) < GRAPH_REBUILD_AT
             if small and not self._regraph:
                 return True
             self._building, self._regraph = nx.MultiDiGraph(), False
             self._stale.update(self.switches)
+            first = True
+        else:
+            first = False
         batch = sorted(self._stale)[:limit]
         for dpid in batch:
             self._relink(self._building, dpid)
@@ -273,7 +277,7 @@ class Topology:
             return False
         self._graph, self._building = self._building, None
         self._record(None)
-        return True
+        return first  # (built over calls: what follows is for the next one)
 
     def snapshot(self) -> nx.MultiDiGraph:
         """A new graph of the links as they are now, for readers (the API) that must
