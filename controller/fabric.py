@@ -393,10 +393,10 @@ class Fabric:
     @property
     def busy(self) -> bool:
         """Whether planning is left to do (``work``): switches whose skeletons, routes or
-        detours are out of date. Skeletons always (discovery through a switch waits for
-        its LLDP catch rule); routes and detours not while a re-plan is due (planned on
-        routes about to change, as a fabric is still being discovered, they would be
-        planned again)."""
+        detours are out of date, a re-plan waiting for its routes. Skeletons (and the LLDP
+        they let through) always: discovery through a switch waits for its LLDP catch
+        rule; the rest not while discovery goes on (planned on routes about to change,
+        they would be planned again)."""
         if self.base.pending or self._resend:
             return True
         if self._dirty:
@@ -417,8 +417,8 @@ class Fabric:
             some = sorted(self._resend)[:RESEND_PER_CALL]
             self._resend.difference_update(some)
             return self._send_lldp(now, some)
-        if self._replan_due:
-            return self._replan_all(now)
+        if self._replan_due:  # skeletons need no routes: those due first, in calls of their own
+            return {} if self.base.refresh(self.inputs()) else self._replan_all(now)
         if self.routing.pending:
             out = self._commit(self.routing.plan_pending(self.inputs()))
             merge(out, self._release_routed())
@@ -494,13 +494,14 @@ class Fabric:
         return self._replan_all(now)
 
     def _replan_all(self, now: float) -> Messages:
-        """Every source plans from fresh routes; owners no source claims any more go."""
+        """Every source plans from fresh routes; owners no source claims any more go.
+        Routes that take more than a call (the fabric changed as a whole) leave the
+        re-plan due: ``work`` goes on with them, and plans once they are whole."""
         self._dirty = False
         self._last_change = max(self._last_change, now)
         started = self.timer()
         self._replan_due = not self.keeper.advance(self.topo, self._destinations())
-        if self._replan_due:  # (``work`` goes on with it; skeletons need no routes)
-            self.base.refresh(self.inputs())
+        if self._replan_due:  # (``work`` goes on with it)
             self.timings.append(("routes", self.timer() - started))
             return {}
         self.routes = self.keeper.routes

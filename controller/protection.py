@@ -164,7 +164,9 @@ class ProtectionPlanner:
         """Bring the plans up to date with ``g``. ``changed``: the switches whose links
         may have changed since the last call (None: any may have; the whole graph is
         read). ``known``: every link ever seen (it only grows; tunnel ids number it and
-        the live links). ``budget``: at most this many detour searches in this call."""
+        the live links; None: every link this planner ever read). ``budget``: at most
+        this many detour searches in this call, and links read and ports rebuilt in
+        proportion (None: everything at once)."""
         if changed is None or not self._read_once:
             self._unread = set(g) | set(self._fabric.links)
             self._dirty.update(self._unread, self._plans)  # every switch rebuilt and compared

@@ -25,7 +25,7 @@ from controller.routing import (
 from controller.topology import Topology
 
 # Switches a call adds to a graph being built afresh (about 0.3 ms each at k=48).
-GRAPH_SWITCHES_PER_CALL = 64
+GRAPH_SWITCHES_PER_CALL = 32
 
 
 @dataclass

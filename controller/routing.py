@@ -324,13 +324,13 @@ class RoutesBuild:
         busy = reads is not None and links > reads // 2  # (what is left: the next step)
         if self._unread or busy:
             return None
-        if self._routes is None:
-            links += sum(len(e) for e in self._start().out.values())
-            self._start()._csr()
+        fresh = self._routes is None
+        routes = self._start()
+        if fresh:  # the link arrays and matrix: as much work as reading the links
+            routes._csr()
+            links += sum(len(e) for e in routes.out.values())
             if reads is not None and links > reads // 2:
                 return None
-        routes = self._routes
-        assert routes is not None
         edges = max(1, sum(len(e) for e in routes.out.values()))
         columns = len(self.dests) if work is None else SEARCH_LINKS_PER_CALL * work // edges
         todo = self.dests[self._searched : self._searched + max(1, columns)]

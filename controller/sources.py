@@ -89,8 +89,9 @@ class BasePipeline:
             self._all = {(OwnerKind.BASE, d): self._plans[d][1] for d in ready}
         return self._all
 
-    def refresh(self, inputs: PlanInputs) -> None:
-        """Note the switches whose skeleton is out of date (``pending``)."""
+    def refresh(self, inputs: PlanInputs) -> bool:
+        """Note the switches whose skeleton is out of date (``pending``); True if any
+        switch's ports were looked at again (after discovery: every switch's)."""
         switches, stamps = inputs.topo.switches, inputs.topo.port_stamps
         for gone in set(self._plans) - set(switches):
             del self._plans[gone]
@@ -98,15 +99,18 @@ class BasePipeline:
         for gone in (set(self.pending) | set(self._seen)) - set(switches):
             self.pending.pop(gone, None)
             self._seen.pop(gone, None)
+        looked = False
         for dpid in switches:
             seen = (stamps.get(dpid, 0), inputs.tenants.enforcing)
             if self._seen.get(dpid) == seen:
                 continue
             self._seen[dpid], key, cached = seen, self._key(inputs, dpid), self._plans.get(dpid)
+            looked = True
             if cached is None or cached[0] != key:
                 self.pending[dpid] = key
             elif self.pending.pop(dpid, None) is not None:
                 self._all = None
+        return looked
 
     def plan_pending(self, inputs: PlanInputs) -> Plans:
         """Plan the next ``BASE_PORTS_PER_CALL`` ports' worth of out-of-date switches,
@@ -355,7 +359,9 @@ class FastFailover:
     enabled: bool
     kinds: tuple[OwnerKind, ...] = (OwnerKind.PROTECT,)
     protection: Protection = field(default_factory=Protection)
-    waiting: int = 0  # links whose detour is still to be searched (in later calls)
+    # what later calls still do before the plans in force are whole: switches to read,
+    # detours to search, switches to rebuild, switches to change over
+    waiting: int = 0
     _planner: ProtectionPlanner = field(default_factory=ProtectionPlanner)
     _version: int | None = None  # the topology graph version last planned for
     select_groups: Callable[[int], int] = lambda _dpid: 0  # per switch, beside failover's
