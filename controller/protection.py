@@ -17,6 +17,7 @@ at a time: its cost is that of the switches and detours the event touched.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -94,7 +95,7 @@ def tunnel_ids(links: Iterable[tuple[int, int]]) -> dict[tuple[int, int], int]:
     """A VLAN id per directed link (switch, port), in sorted order. Given every link ever
     seen, not only the live ones, a failure renumbers nothing: the reroute it causes
     changes the failed link's own rules, not every tunnel numbered after it."""
-    ordered = sorted(set(links))[:MAX_TUNNELS]
+    ordered = heapq.nsmallest(MAX_TUNNELS, set(links))  # (110,592 links at k=48: no full sort)
     return {link: tunnel for tunnel, link in enumerate(ordered, start=1)}
 
 
