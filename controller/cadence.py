@@ -14,6 +14,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from controller.model import (
+    MAX_PHYSICAL_PORT,
+    OFPP_CONTROLLER,
+    LldpFrame,
+    Message,
+    Messages,
+    Output,
+    PacketOut,
+)
+
 
 @dataclass
 class Cadence:
@@ -53,3 +63,13 @@ class Cadence:
     def visited(self, now: float, dpid: int) -> None:
         """A visit made outside the cadence (e.g. LLDP when a switch connects)."""
         self._last[dpid] = now
+
+
+def lldp_on(dpid: int, ports: list[int]) -> Messages:
+    """An LLDP frame out of each of a switch's physical ``ports``."""
+    msgs: list[Message] = [
+        PacketOut(OFPP_CONTROLLER, (Output(p),), LldpFrame(dpid, p))
+        for p in ports
+        if p <= MAX_PHYSICAL_PORT
+    ]
+    return {dpid: msgs} if msgs else {}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from controller.addressing import AddressBook
 from controller.arp import ArpService
-from controller.cadence import Cadence
+from controller.cadence import Cadence, lldp_on
 from controller.compiler import RuleStore, held_hosts
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.jobs import JobBook
@@ -26,7 +26,6 @@ from controller.model import (
     COOKIE_BASE,
     COOKIE_MARK_MASK,
     MAX_PHYSICAL_PORT,
-    OFPP_CONTROLLER,
     OFPP_TABLE,
     ArpFrame,
     CookieKind,
@@ -602,13 +601,3 @@ class Fabric:
     def delete_job(self, name: str) -> Messages:
         self.jobs.remove(name)
         return self.store.remove(self.jobs.owner(name))
-
-
-def lldp_on(dpid: int, ports: list[int]) -> Messages:
-    """An LLDP frame out of each of a switch's physical ``ports``."""
-    msgs: list[Message] = [
-        PacketOut(OFPP_CONTROLLER, (Output(p),), LldpFrame(dpid, p))
-        for p in ports
-        if p <= MAX_PHYSICAL_PORT
-    ]
-    return {dpid: msgs} if msgs else {}
