@@ -94,6 +94,9 @@ class Topology:
         self.host_stamps: dict[int, int] = {}
         self._host_switches: frozenset[int] | None = None
         self._pairs: set[tuple[int, int]] = set()
+        # No link was last seen before this (a lower bound: links are only ever seen
+        # again later, added now or removed), so expiry need not walk every link per tick.
+        self._oldest_seen = float("inf")
 
     # -- switches and ports -------------------------------------------------
     def add_switch(self, dpid: int, ports: list[PortDesc]) -> None:
@@ -114,7 +117,6 @@ class Topology:
         self.shape += 1
         self._regraph = True
         self._pairs = {p for p in self._pairs if dpid not in p}
-        self._edge.clear()
         self._ports_changed(dpid)
         self._stale.add(dpid)
         ends = [(dpid, p) for p in sorted(set(switch.ports) | self._fabric_of.get(dpid, set()))]
@@ -132,12 +134,12 @@ class Topology:
         switch = self.switches.get(dpid)
         if switch is None:
             return False
-        self._ports_changed(dpid)
-        self._stale.add(dpid)
         if deleted:
             switch.ports.pop(desc.port_no, None)
         else:
             switch.ports[desc.port_no] = desc
+        self._ports_changed(dpid)
+        self._stale.add(dpid)
         if deleted or not desc.up:
             return self._drop_links_at((dpid, desc.port_no))
         return False
@@ -163,6 +165,7 @@ class Topology:
             return False
         old = self.links.get(src)
         self.links[src] = Link(src, dst, now)
+        self._oldest_seen = min(self._oldest_seen, now)
         if old is None or old.dst != dst:
             self._stale.add(src[0])
             if old is not None:
@@ -172,11 +175,9 @@ class Topology:
             if pair not in self._pairs:
                 self._pairs.add(pair)
                 self.shape += 1
-        if src not in self.fabric_ports or dst not in self.fabric_ports:
-            self.fabric_ports.update((src, dst))
-            for ref in (src, dst):
-                self._fabric_of.setdefault(ref[0], set()).add(ref[1])
-                self._ports_changed(ref[0])
+        for ref in (src, dst):
+            if ref not in self.fabric_ports:
+                self._became_fabric(ref)
         return not (old is not None and old.dst == dst)
 
     def expire_links(
@@ -189,6 +190,8 @@ class Topology:
         ``receiving`` traffic is alive whatever LLDP says: under congestion the frames
         can queue behind data for longer than the timeout. (``receiving`` may be a
         function: asked only when some link is past its timeout.)"""
+        if now - self._oldest_seen <= timeout:  # no link can be past it yet
+            return []
         old = [link for link in self.links.values() if now - link.last_seen > timeout]
         if callable(receiving):
             receiving = receiving() if old else None
@@ -199,6 +202,7 @@ class Topology:
             else:
                 dead.append(link)
                 self._unlink(link.src)
+        self._oldest_seen = min((link.last_seen for link in self.links.values()), default=now)
         return dead
 
     def _drop_links_at(self, ref: PortRef) -> bool:
@@ -213,8 +217,29 @@ class Topology:
         self._stale.add(src[0])
 
     def _ports_changed(self, dpid: int) -> None:
+        """A switch came, went or reported a port: its edge and silent ports are found
+        again at once (one switch's ports, in the call that changed them, so no later
+        call finds a whole fabric's afresh)."""
         self._edge.pop(dpid, None)
         self._unheard.add(dpid)
+        self._listen()
+        self.edge_ports(dpid)
+        self.port_stamps[dpid] = self.port_stamps.get(dpid, 0) + 1
+
+    def _became_fabric(self, ref: PortRef) -> None:
+        """A port carried LLDP: it leaves its switch's edge and silent ports in place
+        (discovery finds 110,592 of them at k=48, one at a time)."""
+        dpid, port = ref
+        self.fabric_ports.add(ref)
+        self._fabric_of.setdefault(dpid, set()).add(port)
+        edge = self._edge.get(dpid)
+        if edge is not None and port in edge:
+            edge.remove(port)
+        silent = self._silent.get(dpid)
+        if silent is not None:
+            silent.discard(port)
+            if not silent:
+                del self._silent[dpid]
         self.port_stamps[dpid] = self.port_stamps.get(dpid, 0) + 1
 
     def fabric_ports_of(self, dpid: int) -> list[int]:
@@ -352,6 +377,8 @@ class Topology:
         self.host_changed(dpid)
         if old is not None:
             self.host_changed(old.dpid)
+            self._unheard.add(old.dpid)  # the port it left is silent again
+            self._listen()
         return True
 
     def host_changed(self, dpid: int) -> None:
@@ -368,8 +395,12 @@ class Topology:
 
     def silent_ports(self) -> dict[int, set[int]]:
         """Edge ports where no host has been learned, per switch (kept up to date as
-        hosts speak; a switch whose ports or links changed is looked at again, and a
-        port whose host went is found silent again then)."""
+        hosts speak and ports become fabric ports; a switch whose ports changed is looked
+        at again, and a port whose host went is found silent again then)."""
+        self._listen()
+        return self._silent
+
+    def _listen(self) -> None:
         for dpid in self._unheard:
             switch = self.switches.get(dpid)
             fabric = self._fabric_of.get(dpid, ())
@@ -384,7 +415,6 @@ class Topology:
             else:
                 self._silent.pop(dpid, None)
         self._unheard = set()
-        return self._silent
 
     def host_on(self, ref: PortRef) -> Host | None:
         """The host learned on a switch port, if any."""
