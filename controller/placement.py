@@ -41,7 +41,7 @@ def minimal_paths(routes: Routes, src: int, dst: int, limit: int = 16) -> list[P
     if dst not in routes.index:
         return []
     hops = routes.hops_to(dst)
-    peer = cast(dict[Link, int], routes.peer())
+    peer = cast(Mapping[Link, int], routes.peer())
     ahead = _paths_ahead(hops, peer, src, dst)
     if ahead.get(src, 0) <= limit:
         return _walk(peer, lambda node: hops.get(node, ()), src, dst, limit)
@@ -152,7 +152,7 @@ def valiant_paths(
         if mid not in cache:
             hops = ecmp_next_hops(routes.graph, mid, routes.costs)
             cache[mid] = {cast(int, u): tuple(p for p, _ in nh) for u, nh in hops.items()}
-        first = _walk(cast(dict[Link, int], routes.peer()), _lookup(cache[mid]), src, mid, 1)
+        first = _walk(cast(Mapping[Link, int], routes.peer()), _lookup(cache[mid]), src, mid, 1)
         second = minimal_paths(routes, mid, dst, 1)
         if not first or not second:
             continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -137,6 +137,34 @@ def ecmp_next_hops(
     return hops
 
 
+class Peers(Mapping[tuple[Node, int], Node]):
+    """The switch at the far end of each (switch, port) link, read per switch as asked: a
+    job placed on a k=48 fat-tree looks at a few hundred of its 110,592 links, and a
+    dict of all of them (26 ms to build) would be built in the job's own call."""
+
+    def __init__(self, out: Mapping[Node, list[tuple[int, Node, int]]]) -> None:
+        self._out = out
+        self._of: dict[Node, dict[int, Node]] = {}
+
+    def _ports(self, u: Node) -> dict[int, Node]:
+        found = self._of.get(u)
+        if found is None:
+            found = self._of[u] = {port: v for port, v, _ in self._out.get(u, ())}
+        return found
+
+    def __getitem__(self, key: tuple[Node, int]) -> Node:
+        return self._ports(key[0])[key[1]]
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and len(key) == 2 and key[1] in self._ports(key[0])
+
+    def __iter__(self) -> Iterator[tuple[Node, int]]:
+        return ((u, port) for u, edges in self._out.items() for port, _, _ in edges)
+
+    def __len__(self) -> int:
+        return sum(len(edges) for edges in self._out.values())
+
+
 @dataclass
 class Routes:
     """Distances to every destination switch on one snapshot of the graph, as arrays.
@@ -161,17 +189,17 @@ class Routes:
     _matrix: sparse.csr_matrix | None = None
     _edges: EdgeArrays | None = None  # tails, heads, costs, ports
     _hops: dict[Node, dict[Node, tuple[int, ...]]] = field(default_factory=dict)
-    _peer: dict[tuple[Node, int], Node] | None = None
+    _peer: Peers | None = None
     serial: int = field(default_factory=lambda: next(_SERIALS))
     # switches whose out-links differ from those of the routes numbered ``base``
     relinked: set[Node] | None = None
     moved: set[Node] | None = None  # ... and the switches whose distances moved
     base: int = -1
 
-    def peer(self) -> dict[tuple[Node, int], Node]:
-        """The switch at the far end of each (switch, port) link (built once)."""
+    def peer(self) -> Peers:
+        """The switch at the far end of each (switch, port) link."""
         if self._peer is None:
-            self._peer = {(u, p): v for u, edges in self.out.items() for p, v, _ in edges}
+            self._peer = Peers(self.out)
         return self._peer
 
     def next_ports(self, switch: Node, dest: Node) -> tuple[int, ...]:
@@ -422,13 +450,6 @@ def update_routes(
         moved = np.flatnonzero(np.any(found != old.dist[:, columns], axis=1))
         routes.moved = {nodes[i] for i in moved}
         routes.dist[:, columns] = found
-    if old._peer is not None:
-        peer = old._peer
-        for u in relinked:
-            for port, _, _ in old.out.get(u, []):
-                peer.pop((u, port), None)
-            peer.update(((u, port), v) for port, v, _ in out.get(u, []))
-        routes._peer = peer
     return routes
 
 
