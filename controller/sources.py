@@ -55,8 +55,9 @@ class PlanSource(Protocol):
 
 # Base plans per call, as ports (a switch's table skeleton costs about 20 us a port):
 # a fabric of thousands of switches gets its skeletons over several calls, new switches
-# first (128 switches of a k=16 fat-tree a call, 42 of a k=48's).
-BASE_PORTS_PER_CALL = 2048
+# first (64 switches of a k=16 fat-tree a call, 21 of a k=48's: about 40 ms with the
+# diff against what the switch holds).
+BASE_PORTS_PER_CALL = 1024
 BaseKey = tuple[tuple[int, ...], tuple[int, ...], bool]  # fabric ports, edge ports, tenants
 
 
@@ -134,10 +135,10 @@ class BasePipeline:
 
 
 # Route plans per call, as destination columns weighed: a switch's plan costs about one
-# unit per destination switch, so a call plans 2,500 // destinations switches (19 of a
-# k=16 fat-tree's 320, two of a k=48's 2,880: about 20 ms) and no call plans the whole
+# unit per destination switch, so a call plans 1,200 // destinations switches (nine of a
+# k=16 fat-tree's 320, one of a k=48's 2,880: 20-40 ms) and no call plans the whole
 # fabric; the rest follow in calls of their own (``Routing.pending``).
-ROUTE_SLICE_WORK = 2500
+ROUTE_SLICE_WORK = 1200
 # Detour searches per call (each a search from both ends of one link, 0.03 ms at k=48,
 # and its tunnel rules): a fabric coming up, or a link whose loss broke many detours (a
 # k=48 core link: 1,151), gets them over several calls; the failover groups in force
