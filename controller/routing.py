@@ -313,6 +313,9 @@ def compute_routes(
 # links take 6 calls to read and 13 to search its 1,152 destinations, ~50 ms each.
 READ_LINKS_PER_CALL = 20_000
 SEARCH_LINKS_PER_CALL = 10_000_000
+# A distance matrix larger than this (switches x destinations) is allocated in a step of
+# its own (a k=48 fat-tree's 2,880 x 1,152 takes about 45 ms to allocate and fill).
+DIST_CELLS_ALONE = 1_000_000
 
 
 class RoutesBuild:
@@ -359,6 +362,10 @@ class RoutesBuild:
             links += sum(len(e) for e in routes.out.values())
             if reads is not None and links > reads // 2:
                 return None
+        if routes.dist.shape != (len(self.nodes), len(self.dests)):
+            routes.dist = np.full((len(self.nodes), len(self.dests)), np.inf)
+            if reads is not None and routes.dist.size > DIST_CELLS_ALONE:
+                return None  # (its pages are first touched here: 45 ms at k=48)
         edges = max(1, sum(len(e) for e in routes.out.values()))
         columns = len(self.dests) if work is None else SEARCH_LINKS_PER_CALL * work // edges
         todo = self.dests[self._searched : self._searched + max(1, columns)]
@@ -377,7 +384,6 @@ class RoutesBuild:
         index = {n: i for i, n in enumerate(self.nodes)}
         out = {u: e for u, e in self._out.items() if e}
         routes = Routes(self.graph, self.groups, self._costs, self.nodes, index, out=out)
-        routes.dist = np.full((len(self.nodes), len(self.dests)), np.inf)
         self._routes = routes
         return routes
 
