@@ -42,21 +42,27 @@ def minimal_paths(routes: Routes, src: int, dst: int, limit: int = 16) -> list[P
         return []
     hops = routes.hops_to(dst)
     peer = cast(Mapping[Link, int], routes.peer())
-    ahead = _paths_ahead(hops, peer, src, dst)
+    far = cast(Callable[[int], Mapping[int, int]], routes.peer().of)
+    ahead = _paths_ahead(hops, far, src, dst)
     if ahead.get(src, 0) <= limit:
         return _walk(peer, lambda node: hops.get(node, ()), src, dst, limit)
     return _sample(hops, peer, ahead, src, dst, limit)
 
 
 def _paths_ahead(
-    hops: Mapping[Hashable, tuple[int, ...]], peer: Mapping[Link, int], src: int, dst: int
+    hops: Mapping[Hashable, tuple[int, ...]],
+    far: Callable[[int], Mapping[int, int]],
+    src: int,
+    dst: int,
 ) -> dict[int, int]:
-    """How many next-hop paths lead from each switch reachable from ``src`` to ``dst``."""
+    """How many next-hop paths lead from each switch reachable from ``src`` to ``dst``
+    (``far``: a switch's ports and the switch at the far end of each)."""
     ahead = {dst: 1}
     stack = [src]
     while stack:
         node = stack[-1]
-        nexts = [peer[(node, p)] for p in hops.get(node, ()) if (node, p) in peer]
+        ends = far(node)
+        nexts = [ends[p] for p in hops.get(node, ()) if p in ends]
         todo = [v for v in nexts if v not in ahead]
         if todo:
             stack.extend(todo)

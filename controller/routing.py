@@ -146,6 +146,10 @@ class Peers(Mapping[tuple[Node, int], Node]):
         self._out = out
         self._of: dict[Node, dict[int, Node]] = {}
 
+    def of(self, u: Node) -> dict[int, Node]:
+        """``u``'s ports and the switch at the far end of each."""
+        return self._ports(u)
+
     def _ports(self, u: Node) -> dict[int, Node]:
         found = self._of.get(u)
         if found is None:
