@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from controller.addressing import AddressBook
 from controller.arp import ArpService
 from controller.cadence import Cadence, lldp_on
+from controller.capacity import Capacities
 from controller.compiler import RuleStore, held_hosts
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.jobs import JobBook
@@ -75,7 +76,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("loom.fabric")
 
 
-DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
 PROBES_PER_JOB = 64  # ARP probes a new job sends at once for hosts not heard from yet
 DISCOVERY_QUIET = 0.25  # seconds without a new link before a batched re-plan
 DISCOVERY_BATCH = 1.0  # ... or at most this long after the first change
@@ -126,6 +126,8 @@ class Fabric:
         self._wave: set[int] = set()  # switches given their first skeleton in this pass
         self._resend: set[int] = set()  # ... whose LLDP goes again once the wave is in
         self.telemetry = Telemetry()
+        configured = self.config.link_capacity_mbps
+        self.capacities = Capacities(configured * 1e6 if configured else None)
         self.tenants = TenantView.of(None)
         self.base = BasePipeline(self.config.te.enabled, self.config.qos)
         self.routing = Routing(self.book)
@@ -230,6 +232,7 @@ class Fabric:
         self.sync.disconnected(dpid)
         self.store.forget_switch(dpid)
         self.telemetry.forget_switch(dpid)
+        self.capacities.forget_switch(dpid)
         self.te.forget_switch(dpid)
         return self._replan_all(now)
 
@@ -310,7 +313,10 @@ class Fabric:
         switch = self.topo.switches.get(dpid)
         known = [s for s in stats if switch is not None and s.port_no in switch.ports]
         self.events["stats_unknown_port"] += len(stats) - len(known)
-        self.telemetry.port_stats(now, dpid, known)
+        intervals = self.telemetry.port_stats(now, dpid, known)
+        tcp = self.te.flows.tcp_bps_at(dpid)
+        hosts = {p: tcp.get((dpid, p), 0.0) for p in self.topo.edge_ports(dpid)}
+        self.capacities.learn(now, intervals, self.topo.reported_bps, hosts)
         return {}
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
@@ -323,12 +329,8 @@ class Fabric:
         return {}
 
     def capacity(self, ref: PortRef) -> float:
-        """Bits/s of a port: the configured link capacity, else what the switch reports."""
-        if self.config.link_capacity_mbps:
-            return self.config.link_capacity_mbps * 1e6
-        switch = self.topo.switches.get(ref[0])
-        desc = switch.ports.get(ref[1]) if switch else None
-        return desc.speed_kbps * 1e3 if desc and desc.speed_kbps else DEFAULT_CAPACITY_BPS
+        """Bits/s a port carries, as Loom believes it (``controller.capacity``)."""
+        return self.capacities.belief(ref, self.topo.reported_bps(ref)).bps
 
     # -- time -----------------------------------------------------------------
     def tick(self, now: float) -> Messages:

@@ -98,6 +98,7 @@ class FlowTable:
     idle_timeout: float = 10.0
     smoothing: float = 0.5
     flows: dict[FlowKey, TrackedFlow] = field(default_factory=dict)
+    _by_switch: dict[int, set[FlowKey]] = field(default_factory=dict)  # (stale keys pruned)
 
     def seen(
         self, now: float, key: FlowKey, src_mac: str, dst_mac: str, dpid: int, port: int
@@ -106,6 +107,7 @@ class FlowTable:
         if key in self.flows:
             return False
         self.flows[key] = TrackedFlow(key, src_mac, dst_mac, dpid, port, now, now)
+        self._by_switch.setdefault(dpid, set()).add(key)
         return True
 
     def counted(self, now: float, key: FlowKey, byte_count: int, capacity_bps: float) -> None:
@@ -123,10 +125,21 @@ class FlowTable:
         if capacity_bps > 0:
             flow.elephant = flow.rate_bps >= (threshold / 2 if flow.elephant else threshold)
 
+    def tcp_bps_at(self, ingress: int) -> dict[tuple[int, int], float]:
+        """What tracked TCP flows send into each host port of switch ``ingress``."""
+        out: dict[tuple[int, int], float] = {}
+        for key in self._by_switch.get(ingress, ()):
+            flow = self.flows.get(key)
+            if flow is not None and key.ip_proto == IP_PROTO_TCP:
+                ref = (flow.ingress, flow.in_port)
+                out[ref] = out.get(ref, 0.0) + flow.rate_bps
+        return out
+
     def expire(self, now: float) -> list[TrackedFlow]:
         gone = [f for f in self.flows.values() if now - f.last_active > self.idle_timeout]
         for f in gone:
             del self.flows[f.key]
+            self._by_switch.get(f.ingress, set()).discard(f.key)
         return gone
 
     def elephants(self) -> list[TrackedFlow]:
@@ -136,4 +149,5 @@ class FlowTable:
         gone = [f for f in self.flows.values() if f.ingress == dpid]
         for f in gone:
             del self.flows[f.key]
+        self._by_switch.pop(dpid, None)
         return gone

@@ -35,7 +35,14 @@ METRICS = [
     MetricDoc("loom_switches_up", "gauge", (), "Switches connected to the controller."),
     MetricDoc("loom_links_up", "gauge", (), "Directed switch-to-switch links discovered and up."),
     MetricDoc("loom_hosts", "gauge", (), "Hosts learned at edge ports."),
-    MetricDoc("loom_link_capacity_bits_per_second", "gauge", LINK, "Capacity of a directed link."),
+    MetricDoc(
+        "loom_link_capacity_bits_per_second",
+        "gauge",
+        (*LINK, "source"),
+        "Capacity Loom believes a directed link has; source: configured, learned (from drops"
+        " at its egress), peers (learned on ports of the same reported speed), reported, or"
+        " default.",
+    ),
     MetricDoc("loom_link_load_bits_per_second", "gauge", LINK, "Measured load of a directed link."),
     MetricDoc(
         "loom_link_utilization_ratio", "gauge", LINK, "Load over capacity of a directed link."
@@ -290,8 +297,9 @@ class FabricCollector(Collector):
         )
         for src, link in sorted(v.links.items()):
             labels = [self._name(src[0]), str(src[1]), self._name(link.dst[0]), str(link.dst[1])]
-            c, bps = v.capacity(src), v.tx_bps(src)
-            cap.add_metric(labels, c)
+            belief, bps = v.capacity_belief(src), v.tx_bps(src)
+            c = belief.bps
+            cap.add_metric([*labels, belief.source], c)
             load.add_metric(labels, bps)
             util.add_metric(labels, bps / c if c else 0.0)
         yield from (cap, load, util)

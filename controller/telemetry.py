@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controller.capacity import Reading
 from controller.model import GroupStats, PortRef, PortStats
+
+Interval = tuple[PortRef, Reading]  # what a port did between two readings
 
 
 @dataclass
@@ -38,13 +41,23 @@ class Telemetry:
     ports: dict[PortRef, PortSample] = field(default_factory=dict)
     groups: dict[tuple[int, int], BucketSample] = field(default_factory=dict)
 
-    def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> None:
+    def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> list[Interval]:
+        """Take a switch's port counters; returns what each port did since its last
+        reading (for capacity learning)."""
+        intervals: list[Interval] = []
         for s in stats:
             ref = (dpid, s.port_no)
             old = self.ports.get(ref)
             sample = PortSample(s, now)
             if old is not None and now > old.at and s.tx_bytes >= old.stats.tx_bytes:
                 dt = now - old.at
+                sent = s.tx_packets - old.stats.tx_packets
+                dropped = max(0, s.tx_dropped - old.stats.tx_dropped)
+                received = max(0, s.rx_bytes - old.stats.rx_bytes)
+                reading = Reading(
+                    dt, s.tx_bytes - old.stats.tx_bytes, max(0, sent), dropped, received
+                )
+                intervals.append((ref, reading))
                 a = self.smoothing
                 sample.tx_bps = (
                     a * 8 * (s.tx_bytes - old.stats.tx_bytes) / dt + (1 - a) * old.tx_bps
@@ -56,6 +69,7 @@ class Telemetry:
                 drops = max(0, s.tx_dropped - old.stats.tx_dropped)
                 sample.tx_drop_pps = a * drops / dt + (1 - a) * old.tx_drop_pps
             self.ports[ref] = sample
+        return intervals
 
     def group_stats(self, now: float, dpid: int, stats: list[GroupStats]) -> None:
         for s in stats:

@@ -144,6 +144,12 @@ class Topology:
             return self._drop_links_at((dpid, desc.port_no))
         return False
 
+    def reported_bps(self, ref: PortRef) -> float:
+        """The speed a switch reports for its port, in bits/s (0: none)."""
+        switch = self.switches.get(ref[0])
+        desc = switch.ports.get(ref[1]) if switch else None
+        return desc.speed_kbps * 1e3 if desc else 0.0
+
     def port_up(self, ref: PortRef) -> bool:
         switch = self.switches.get(ref[0])
         desc = switch.ports.get(ref[1]) if switch else None

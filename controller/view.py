@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from controller.capacity import Belief
 from controller.collectives import JobState, describe
 from controller.flows import FlowKey, TrackedFlow
 from controller.model import PortRef
@@ -54,6 +55,10 @@ class FabricView:
 
     def capacity(self, ref: PortRef) -> float:
         return self._f.capacity(ref)
+
+    def capacity_belief(self, ref: PortRef) -> Belief:
+        """What a port is believed to carry and where that belief came from."""
+        return self._f.capacities.belief(ref, self._f.topo.reported_bps(ref))
 
     # -- what was planned -----------------------------------------------------
     def next_hops(self, dest: int) -> Mapping[int, tuple[int, ...]]:
@@ -141,6 +146,16 @@ class FabricView:
         merged["arp.rejected"] = self._f.arp.rejected
         return MappingProxyType(merged)
 
+    def _link(self, src: PortRef, dst: PortRef) -> dict[str, Any]:
+        belief = self.capacity_belief(src)
+        return {
+            "src": list(src),
+            "dst": list(dst),
+            "capacity_bps": belief.bps,
+            "capacity_source": belief.source,
+            "reported_bps": self._f.topo.reported_bps(src),
+        }
+
     def describe(self) -> dict[str, Any]:
         """The learned fabric as plain data (for the API, logs and the demo)."""
         topo = self._f.topo
@@ -148,7 +163,7 @@ class FabricView:
         groups = self.ecmp_groups()  # of the links above, not of the last plan
         return {
             "switches": sorted(topo.switches),
-            "links": [{"src": list(s), "dst": list(d)} for s, d in links],
+            "links": [self._link(s, d) for s, d in links],
             "hosts": [
                 {
                     "mac": h.mac,

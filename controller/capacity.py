@@ -1,0 +1,245 @@
+"""What each port can carry, as Loom believes it, and why.
+
+A port reports a speed (OpenFlow ``curr_speed``) that is often not what its link carries:
+a veth reports 10 Gbit/s whatever shapes it, a policed or degraded link reports its
+nominal rate. Traffic engineering that believed the reported speed would never see a
+flow on such a link as big, nor a link as full. So the reported speed is only a prior;
+Loom lowers it on evidence that the link is full, and only then:
+
+* **Own evidence.** A polling interval in which the port dropped packets it was asked to
+  transmit (``tx_dropped`` grew by at least ``min_drops`` and ``min_drop_share`` of what
+  it sent) was spent at the port's limit: the rate it sent then is what the link carries.
+  The belief is the highest such rate in the last ``window`` seconds (an interval that
+  was full only in part reads low; the highest is the nearest), raised at once by any
+  interval that sent more (a link carries at least what it was seen to carry), and never
+  above the reported speed. It needs ``min_full`` such intervals. A port that is merely
+  idle or lightly used drops nothing and keeps its prior: it is never marked down to
+  its load.
+* **Own evidence, a ceiling.** Open vSwitch's userspace ports count no such drops (a full
+  shaper queue drops before the port's counters see the packet), and TCP on a deep queue
+  seldom drops at all: it keeps the link busy at exactly its rate. What shows is the
+  ceiling. A host's port whose received rate stays flat (within ``flat_tolerance`` over
+  ``flat_intervals`` readings) while tracked TCP flows make up ``tcp_share`` of it is held
+  back at that rate, by its link or its host. Once ``min_ceilings`` ports of one reported
+  speed sit flat at the highest level any of them reached (within the tolerance), that
+  level is what their kind of link carries. Idle ports never set it: a level needs TCP
+  flows held at it, on several ports, with no port of the kind above it.
+* **Peers.** A fabric is built of a few kinds of link. Ports that report the same speed
+  as ports with their own evidence, and have none themselves (a host's port, which only
+  the host's own queue holds back), take the highest capacity learned on that kind once
+  ``min_peers`` ports have one, but never less than they were themselves seen to carry.
+  (A single degraded link in a fabric of sound ones lowers the belief in those of its
+  kind that never carried more: more flows count as elephants there, and placement is
+  more careful than it needs to be; the metric's ``source`` label says so.)
+* **Configured.** ``LOOM_LINK_CAPACITY_MBPS`` (or the policy's ``link_capacity_mbps``)
+  overrides everything.
+
+Pure: the conductor feeds it port readings with ``now``; the belief of every port and
+where it came from are what the metrics and ``GET /loom/v1/topology`` show.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from controller.model import PortRef
+
+log = logging.getLogger("loom.capacity")
+
+Source = Literal["configured", "learned", "peers", "reported", "default"]
+DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
+DEPARTS = 0.8  # a learned belief below this share of the reported speed is logged
+
+
+@dataclass(frozen=True)
+class Belief:
+    bps: float
+    source: Source
+
+
+@dataclass(frozen=True)
+class LearningConfig:
+    window: float = 30.0  # seconds of full intervals the belief is taken from
+    min_drops: int = 3  # packets dropped in an interval for it to count as full ...
+    min_drop_share: float = 0.001  # ... and this share of the packets sent
+    min_full: int = 2  # full intervals before a port's own belief replaces its prior
+    min_peers: int = 1  # ports with their own belief before their kind lends it
+    flat_intervals: int = 4  # readings a ceiling must hold for
+    flat_tolerance: float = 0.03  # ... within this share of their mean
+    tcp_share: float = 0.8  # of a host port's rate carried by tracked TCP flows
+    min_ceilings: int = 2  # host ports flat at the kind's highest level
+
+
+@dataclass
+class _Port:
+    recent: deque[tuple[float, float, bool]] = field(default_factory=deque)  # at, bits/s, full
+    seen_full: int = 0  # full intervals ever
+    learned: float | None = None
+    peak: float = 0.0  # the most it was seen to carry in an interval (either way)
+    received: deque[float] = field(default_factory=deque)  # the last rates from its host
+    ceiling: tuple[float, float] | None = None  # (at, bits/s): held flat there by TCP
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One polling interval of one port: what it sent and dropped, and how long it took."""
+
+    seconds: float
+    tx_bytes: int
+    tx_packets: int
+    tx_dropped: int
+    rx_bytes: int = 0
+
+
+class Capacities:
+    """Beliefs about every port's capacity (see the module docstring)."""
+
+    def __init__(self, configured_bps: float | None = None, config: LearningConfig | None = None):
+        self.configured_bps = configured_bps
+        self.config = config or LearningConfig()
+        self._ports: dict[PortRef, _Port] = {}
+        self._kinds: dict[float, dict[PortRef, float]] = {}  # reported -> own beliefs
+        self._ceilings: dict[float, dict[PortRef, tuple[float, float]]] = {}  # ... -> (at, bps)
+        self._now = 0.0  # the latest reading's time (ceilings older than ``window`` lapse)
+
+    def observe(self, now: float, ref: PortRef, reading: Reading, reported_bps: float) -> bool:
+        """Take one interval of a port; True when its own belief changed."""
+        if reading.seconds <= 0:
+            return False
+        c = self.config
+        rate = 8 * reading.tx_bytes / reading.seconds
+        port = self._ports.setdefault(ref, _Port())
+        before = port.learned
+        enough = max(c.min_drops, c.min_drop_share * (reading.tx_packets + reading.tx_dropped))
+        full = reading.tx_dropped >= enough and rate > 0
+        port.seen_full += full
+        port.peak = max(port.peak, rate, 8 * reading.rx_bytes / reading.seconds)
+        self._now = max(self._now, now)
+        port.recent.append((now, rate, full))
+        while now - port.recent[0][0] > c.window:
+            port.recent.popleft()
+        if port.seen_full >= c.min_full:
+            if any(f for _, _, f in port.recent):  # full lately: the best rate of late
+                port.learned = max(r for _, r, _ in port.recent)
+            else:  # not full lately: what was learned holds, unless it carried more
+                port.learned = max(port.learned or rate, rate)
+            if reported_bps > 0:
+                port.learned = min(port.learned, reported_bps)
+            self._kinds.setdefault(reported_bps, {})[ref] = port.learned
+        return port.learned != before
+
+    def held(
+        self, now: float, ref: PortRef, reading: Reading, tcp_bps: float, reported_bps: float
+    ) -> None:
+        """Take what a host's port received in one interval, and how much of it tracked
+        TCP flows carry: a rate held flat by TCP is a ceiling (see the module docstring)."""
+        if reading.seconds <= 0:
+            return
+        c = self.config
+        rate = 8 * reading.rx_bytes / reading.seconds
+        port = self._ports.setdefault(ref, _Port())
+        port.received.append(rate)
+        while len(port.received) > c.flat_intervals:
+            port.received.popleft()
+        if len(port.received) < c.flat_intervals:
+            return
+        mean = sum(port.received) / len(port.received)
+        flat = max(port.received) - min(port.received) <= 2 * c.flat_tolerance * mean
+        if mean > 0 and flat and tcp_bps >= c.tcp_share * mean:
+            before = self._ceiling(reported_bps)
+            port.ceiling = (now, mean)
+            self._ceilings.setdefault(reported_bps, {})[ref] = port.ceiling
+            after = self._ceiling(reported_bps)
+            if after is not None and (before is None or abs(after - before) > 0.05 * before):
+                log.info(
+                    "ports reporting %.3g Mbit/s are held at %.3g Mbit/s by TCP: learned",
+                    reported_bps / 1e6,
+                    after / 1e6,
+                )
+
+    def _ceiling(self, reported_bps: float) -> float | None:
+        """The level ports of this kind are held at, if ``min_ceilings`` of them agree."""
+        c = self.config
+        held = self._ceilings.get(reported_bps, {})
+        levels = [bps for at, bps in held.values() if self._now - at <= c.window]
+        if not levels:
+            return None
+        top = max(levels)
+        agree = sum(1 for bps in levels if bps >= top * (1 - 2 * c.flat_tolerance))
+        return top if agree >= c.min_ceilings else None
+
+    def learn(
+        self,
+        now: float,
+        intervals: Iterable[tuple[PortRef, Reading]],
+        reported: Callable[[PortRef], float],
+        hosts: Mapping[int, float],
+    ) -> None:
+        """``observe`` each interval, and ``held`` those of host ports (``hosts``: port
+        number -> what tracked TCP flows send in there); a port whose belief moved well
+        below what it reports is logged (a shaped, policed or degraded link)."""
+        for ref, reading in intervals:
+            speed = reported(ref)
+            if ref[1] in hosts:
+                self.held(now, ref, reading, hosts[ref[1]], speed)
+            if self.observe(now, ref, reading, speed) and self.departs(ref, speed):
+                log.info(
+                    "port %016x:%d carries %.3g Mbit/s, reports %.3g: learned from drops",
+                    ref[0],
+                    ref[1],
+                    self.belief(ref, speed).bps / 1e6,
+                    speed / 1e6,
+                )
+
+    def belief(self, ref: PortRef, reported_bps: float) -> Belief:
+        """What ``ref`` is believed to carry, in bits/s, and why."""
+        if self.configured_bps:
+            return Belief(self.configured_bps, "configured")
+        port = self._ports.get(ref)
+        if port is not None and port.learned is not None:
+            return Belief(port.learned, "learned")
+        peers = self._kinds.get(reported_bps, {})
+        lent = [max(peers.values())] if len(peers) >= self.config.min_peers else []
+        ceiling = self._ceiling(reported_bps)
+        if ceiling is not None:
+            lent.append(ceiling)
+        if lent:
+            value = max(*lent, port.peak if port is not None else 0.0)
+            if reported_bps <= 0 or value < reported_bps:
+                return Belief(value, self._whose(port, value))
+        if reported_bps > 0:
+            return Belief(reported_bps, "reported")
+        return Belief(DEFAULT_CAPACITY_BPS, "default")
+
+    def _whose(self, port: _Port | None, value: float) -> Source:
+        """``learned`` for a port held at the kind's ceiling itself, else ``peers``."""
+        held = port.ceiling if port is not None else None
+        tol = 2 * self.config.flat_tolerance
+        own = held is not None and self._now - held[0] <= self.config.window
+        return "learned" if own and held is not None and held[1] >= value * (1 - tol) else "peers"
+
+    def departs(self, ref: PortRef, reported_bps: float) -> bool:
+        """Whether the port's own belief is well below what it reports (worth a log line)."""
+        port = self._ports.get(ref)
+        return (
+            port is not None
+            and port.learned is not None
+            and reported_bps > 0
+            and port.learned < DEPARTS * reported_bps
+        )
+
+    def forget_port(self, ref: PortRef) -> None:
+        """A port went down or away: what it carried may not hold when it returns."""
+        self._ports.pop(ref, None)
+        for beliefs in self._kinds.values():
+            beliefs.pop(ref, None)
+        for held in self._ceilings.values():
+            held.pop(ref, None)
+
+    def forget_switch(self, dpid: int) -> None:
+        for ref in [r for r in self._ports if r[0] == dpid]:
+            self.forget_port(ref)
