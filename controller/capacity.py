@@ -17,13 +17,15 @@ Loom lowers it on evidence that the link is full, and only then:
   its load.
 * **Own evidence, a ceiling.** Open vSwitch's userspace ports count no such drops (a full
   shaper queue drops before the port's counters see the packet), and TCP on a deep queue
-  seldom drops at all: it keeps the link busy at exactly its rate. What shows is the
-  ceiling. A host's port whose received rate stays flat (within ``flat_tolerance`` over
-  ``flat_intervals`` readings) while tracked TCP flows make up ``tcp_share`` of it is held
-  back at that rate, by its link or its host. Once ``min_ceilings`` ports of one reported
-  speed sit flat at the highest level any of them reached (within the tolerance), that
-  level is what their kind of link carries. Idle ports never set it: a level needs TCP
-  flows held at it, on several ports, with no port of the kind above it.
+  seldom drops at all: it keeps the link busy at exactly its rate, however the flows on
+  it share it. What shows is that ceiling. A direction of a link (what a port transmits;
+  for a host's port also what it receives, which its host's queue holds back) whose rate
+  stays flat (within ``flat_tolerance`` over ``flat_intervals`` readings) while tracked
+  TCP flows carry at least ``tcp_share`` of that rate across the fabric is held at it.
+  Once ``min_ceilings`` directions of links of one reported speed sit flat at the
+  highest level any of them holds (within the tolerance), that level is what their kind
+  carries. Idle links (LLDP alone is flat, but tiny and not TCP), constant-rate UDP
+  streams and flows still growing set none.
 * **Peers.** A fabric is built of a few kinds of link. Ports that report the same speed
   as ports with their own evidence, and have none themselves (a host's port, which only
   the host's own queue holds back), take the highest capacity learned on that kind once
@@ -42,7 +44,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -70,8 +72,8 @@ class LearningConfig:
     min_peers: int = 1  # ports with their own belief before their kind lends it
     flat_intervals: int = 4  # readings a ceiling must hold for
     flat_tolerance: float = 0.03  # ... within this share of their mean
-    tcp_share: float = 0.8  # of a host port's rate carried by tracked TCP flows
-    min_ceilings: int = 2  # host ports flat at the kind's highest level
+    tcp_share: float = 0.8  # of a flat level that tracked TCP flows must carry in all
+    min_ceilings: int = 2  # directions of links flat at the kind's highest level
 
 
 @dataclass
@@ -80,7 +82,7 @@ class _Port:
     seen_full: int = 0  # full intervals ever
     learned: float | None = None
     peak: float = 0.0  # the most it was seen to carry in an interval (either way)
-    received: deque[float] = field(default_factory=deque)  # the last rates from its host
+    rates: dict[str, deque[float]] = field(default_factory=dict)  # "tx"/"rx": the last ones
     ceiling: tuple[float, float] | None = None  # (at, bits/s): held flat there by TCP
 
 
@@ -103,7 +105,8 @@ class Capacities:
         self.config = config or LearningConfig()
         self._ports: dict[PortRef, _Port] = {}
         self._kinds: dict[float, dict[PortRef, float]] = {}  # reported -> own beliefs
-        self._ceilings: dict[float, dict[PortRef, tuple[float, float]]] = {}  # ... -> (at, bps)
+        # reported -> (port, direction) -> (at, bits/s) it was last held flat at
+        self._ceilings: dict[float, dict[tuple[PortRef, str], tuple[float, float]]] = {}
         self._now = 0.0  # the latest reading's time (ceilings older than ``window`` lapse)
 
     def observe(self, now: float, ref: PortRef, reading: Reading, reported_bps: float) -> bool:
@@ -133,30 +136,34 @@ class Capacities:
         return port.learned != before
 
     def held(
-        self, now: float, ref: PortRef, reading: Reading, tcp_bps: float, reported_bps: float
+        self,
+        now: float,
+        ref: PortRef,
+        direction: str,
+        bps: float,
+        tcp_bps: float,
+        reported_bps: float,
     ) -> None:
-        """Take what a host's port received in one interval, and how much of it tracked
-        TCP flows carry: a rate held flat by TCP is a ceiling (see the module docstring)."""
-        if reading.seconds <= 0:
-            return
+        """Take one interval's rate of one direction of a port's link, and what tracked
+        TCP flows carry in all: a rate held flat by TCP is a ceiling (module docstring)."""
         c = self.config
-        rate = 8 * reading.rx_bytes / reading.seconds
         port = self._ports.setdefault(ref, _Port())
-        port.received.append(rate)
-        while len(port.received) > c.flat_intervals:
-            port.received.popleft()
-        if len(port.received) < c.flat_intervals:
+        series = port.rates.setdefault(direction, deque())
+        series.append(bps)
+        while len(series) > c.flat_intervals:
+            series.popleft()
+        if len(series) < c.flat_intervals:
             return
-        mean = sum(port.received) / len(port.received)
-        flat = max(port.received) - min(port.received) <= 2 * c.flat_tolerance * mean
+        mean = sum(series) / len(series)
+        flat = max(series) - min(series) <= 2 * c.flat_tolerance * mean
         if mean > 0 and flat and tcp_bps >= c.tcp_share * mean:
             before = self._ceiling(reported_bps)
             port.ceiling = (now, mean)
-            self._ceilings.setdefault(reported_bps, {})[ref] = port.ceiling
+            self._ceilings.setdefault(reported_bps, {})[(ref, direction)] = port.ceiling
             after = self._ceiling(reported_bps)
             if after is not None and (before is None or abs(after - before) > 0.05 * before):
                 log.info(
-                    "ports reporting %.3g Mbit/s are held at %.3g Mbit/s by TCP: learned",
+                    "links reporting %.3g Mbit/s are held at %.3g Mbit/s by TCP: learned",
                     reported_bps / 1e6,
                     after / 1e6,
                 )
@@ -177,15 +184,19 @@ class Capacities:
         now: float,
         intervals: Iterable[tuple[PortRef, Reading]],
         reported: Callable[[PortRef], float],
-        hosts: Mapping[int, float],
+        host_ports: Container[int],
+        tcp_bps: float,
     ) -> None:
-        """``observe`` each interval, and ``held`` those of host ports (``hosts``: port
-        number -> what tracked TCP flows send in there); a port whose belief moved well
-        below what it reports is logged (a shaped, policed or degraded link)."""
+        """``observe`` each interval and look for ceilings in it (``host_ports``: the
+        switch's ports where hosts can be; ``tcp_bps``: what tracked TCP flows carry in
+        all); a port whose own belief moved well below what it reports is logged."""
         for ref, reading in intervals:
             speed = reported(ref)
-            if ref[1] in hosts:
-                self.held(now, ref, reading, hosts[ref[1]], speed)
+            if reading.seconds > 0:
+                self.held(now, ref, "tx", 8 * reading.tx_bytes / reading.seconds, tcp_bps, speed)
+                if ref[1] in host_ports:
+                    rx = 8 * reading.rx_bytes / reading.seconds
+                    self.held(now, ref, "rx", rx, tcp_bps, speed)
             if self.observe(now, ref, reading, speed) and self.departs(ref, speed):
                 log.info(
                     "port %016x:%d carries %.3g Mbit/s, reports %.3g: learned from drops",
@@ -238,7 +249,8 @@ class Capacities:
         for beliefs in self._kinds.values():
             beliefs.pop(ref, None)
         for held in self._ceilings.values():
-            held.pop(ref, None)
+            for key in [k for k in held if k[0] == ref]:
+                del held[key]
 
     def forget_switch(self, dpid: int) -> None:
         for ref in [r for r in self._ports if r[0] == dpid]:

@@ -314,9 +314,8 @@ class Fabric:
         known = [s for s in stats if switch is not None and s.port_no in switch.ports]
         self.events["stats_unknown_port"] += len(stats) - len(known)
         intervals = self.telemetry.port_stats(now, dpid, known)
-        tcp = self.te.flows.tcp_bps_at(dpid)
-        hosts = {p: tcp.get((dpid, p), 0.0) for p in self.topo.edge_ports(dpid)}
-        self.capacities.learn(now, intervals, self.topo.reported_bps, hosts)
+        hosts, tcp = self.topo.edge_ports(dpid), self.te.flows.tcp_bps
+        self.capacities.learn(now, intervals, self.topo.reported_bps, hosts, tcp)
         return {}
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:

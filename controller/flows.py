@@ -98,7 +98,7 @@ class FlowTable:
     idle_timeout: float = 10.0
     smoothing: float = 0.5
     flows: dict[FlowKey, TrackedFlow] = field(default_factory=dict)
-    _by_switch: dict[int, set[FlowKey]] = field(default_factory=dict)  # (stale keys pruned)
+    tcp_bps: float = 0.0  # what tracked TCP flows send in all (kept as rates change)
 
     def seen(
         self, now: float, key: FlowKey, src_mac: str, dst_mac: str, dpid: int, port: int
@@ -107,7 +107,6 @@ class FlowTable:
         if key in self.flows:
             return False
         self.flows[key] = TrackedFlow(key, src_mac, dst_mac, dpid, port, now, now)
-        self._by_switch.setdefault(dpid, set()).add(key)
         return True
 
     def counted(self, now: float, key: FlowKey, byte_count: int, capacity_bps: float) -> None:
@@ -117,7 +116,10 @@ class FlowTable:
             return
         if flow.sampled_at is not None and now > flow.sampled_at and byte_count >= flow.bytes:
             rate = 8 * (byte_count - flow.bytes) / (now - flow.sampled_at)
+            before = flow.rate_bps
             flow.rate_bps = self.smoothing * rate + (1 - self.smoothing) * flow.rate_bps
+            if key.ip_proto == IP_PROTO_TCP:
+                self.tcp_bps = max(0.0, self.tcp_bps + flow.rate_bps - before)
         if byte_count > flow.bytes:
             flow.last_active = now
         flow.bytes, flow.sampled_at = byte_count, now
@@ -125,21 +127,11 @@ class FlowTable:
         if capacity_bps > 0:
             flow.elephant = flow.rate_bps >= (threshold / 2 if flow.elephant else threshold)
 
-    def tcp_bps_at(self, ingress: int) -> dict[tuple[int, int], float]:
-        """What tracked TCP flows send into each host port of switch ``ingress``."""
-        out: dict[tuple[int, int], float] = {}
-        for key in self._by_switch.get(ingress, ()):
-            flow = self.flows.get(key)
-            if flow is not None and key.ip_proto == IP_PROTO_TCP:
-                ref = (flow.ingress, flow.in_port)
-                out[ref] = out.get(ref, 0.0) + flow.rate_bps
-        return out
-
     def expire(self, now: float) -> list[TrackedFlow]:
         gone = [f for f in self.flows.values() if now - f.last_active > self.idle_timeout]
         for f in gone:
             del self.flows[f.key]
-            self._by_switch.get(f.ingress, set()).discard(f.key)
+            self._gone(f)
         return gone
 
     def elephants(self) -> list[TrackedFlow]:
@@ -149,5 +141,9 @@ class FlowTable:
         gone = [f for f in self.flows.values() if f.ingress == dpid]
         for f in gone:
             del self.flows[f.key]
-        self._by_switch.pop(dpid, None)
+            self._gone(f)
         return gone
+
+    def _gone(self, flow: TrackedFlow) -> None:
+        if flow.key.ip_proto == IP_PROTO_TCP:
+            self.tcp_bps = max(0.0, self.tcp_bps - flow.rate_bps)

@@ -105,46 +105,52 @@ def test_a_port_that_reports_no_speed_gets_the_default_until_learned() -> None:
     assert caps.belief((1, 1), 0.0).source == "learned"
 
 
-def received(mbps: float, seconds: float = POLL) -> Reading:
-    return Reading(seconds, 0, 0, 0, int(mbps * 1e6 / 8 * seconds))
-
-
-def hold(caps: Capacities, ref: tuple[int, int], rates: list[float], tcp: float) -> None:
+def hold(
+    caps: Capacities, ref: tuple[int, int], rates: list[float], tcp: float, way: str = "tx"
+) -> None:
     for i, mbps in enumerate(rates):
-        caps.held((i + 1) * POLL, ref, received(mbps), tcp * 1e6, TEN_G)
+        caps.held((i + 1) * POLL, ref, way, mbps * 1e6, tcp * 1e6, TEN_G)
 
 
-def test_host_ports_held_flat_by_tcp_at_one_level_teach_their_kind_of_link() -> None:
-    """Open vSwitch counts no shaper drops: TCP flows held flat at 4 Mbit/s on two host
-    ports are the evidence, and every port of that kind learns it."""
+def test_links_held_flat_by_tcp_at_one_level_teach_their_kind() -> None:
+    """Open vSwitch counts no shaper drops: a shared uplink held flat at 10 Mbit/s while
+    two TCP flows share it (unevenly, from poll to poll) is the evidence, once a second
+    direction of a link (here the next hop of the same path) agrees."""
     caps = Capacities()
-    hold(caps, (1, 1), [3.95, 3.9, 3.96, 3.93], tcp=3.9)
-    assert caps.belief((1, 1), TEN_G).source == "reported"  # one port is not enough
-    hold(caps, (2, 1), [3.9, 3.94, 3.92, 3.95], tcp=3.9)
-    held = caps.belief((1, 1), TEN_G)
-    assert held.source == "learned" and 3.9e6 <= held.bps <= 4.0e6
-    fabric_link = caps.belief((9, 3), TEN_G)
-    assert fabric_link.source == "peers" and fabric_link.bps == held.bps
+    hold(caps, (1, 3), [9.95, 10.02, 9.98, 10.01], tcp=10.0)
+    assert caps.belief((1, 3), TEN_G).source == "reported"  # one link is not enough
+    hold(caps, (4, 1), [9.97, 10.0, 10.03, 9.99], tcp=10.0)
+    held = caps.belief((1, 3), TEN_G)
+    assert held.source == "learned" and 9.9e6 <= held.bps <= 10.1e6
+    host_port = caps.belief((9, 1), TEN_G)
+    assert host_port.source == "peers" and host_port.bps == held.bps
 
 
-def test_idle_ports_flat_udp_streams_and_unsteady_tcp_are_no_ceiling() -> None:
+def test_a_hosts_own_queue_shows_as_what_its_port_receives() -> None:
     caps = Capacities()
-    for port in range(1, 6):  # LLDP only: flat, tiny, no TCP
+    hold(caps, (1, 1), [3.95, 3.9, 3.96, 3.93], tcp=7.8, way="rx")
+    hold(caps, (2, 1), [3.9, 3.94, 3.92, 3.95], tcp=7.8, way="rx")
+    assert caps.belief((1, 1), TEN_G).source == "learned"
+
+
+def test_idle_links_flat_udp_streams_and_growing_tcp_are_no_ceiling() -> None:
+    caps = Capacities()
+    for port in range(1, 6):  # LLDP only: flat and tiny, and no TCP anywhere
         hold(caps, (1, port), [0.0008] * 6, tcp=0.0)
-    for port in range(1, 6):  # constant-rate UDP streams (untracked or not TCP)
-        hold(caps, (2, port), [1.0] * 6, tcp=0.0)
-    for port in range(1, 6):  # TCP still ramping up: not flat
-        hold(caps, (3, port), [0.5, 1.5, 2.5, 3.5], tcp=3.0)
+    for port in range(1, 6):  # constant-rate UDP streams: flat, but no TCP carries them
+        hold(caps, (2, port), [1.0] * 6, tcp=0.2)
+    for port in range(1, 6):  # TCP still growing: not flat
+        hold(caps, (3, port), [0.5, 1.5, 2.5, 3.5], tcp=12.0)
     assert caps.belief((4, 1), TEN_G).source == "reported"
 
 
-def test_a_ceiling_needs_the_highest_level_not_a_lower_one_shared_by_collided_flows() -> None:
-    """Two ports held at 2 Mbit/s by a collision elsewhere and one at 4 Mbit/s: the kind
-    is not believed to carry 2 (a port of it was seen carrying 4)."""
+def test_a_ceiling_is_the_highest_level_not_a_lower_one_shared_by_collided_flows() -> None:
+    """Two host ports held at 2 Mbit/s by a collision elsewhere and one link at 4: the
+    kind is not believed to carry 2 (one of it was seen carrying 4)."""
     caps = Capacities()
-    hold(caps, (1, 1), [2.0, 1.98, 2.01, 2.0], tcp=2.0)
-    hold(caps, (2, 1), [1.99, 2.0, 2.02, 2.0], tcp=2.0)
-    hold(caps, (3, 1), [3.9, 3.95, 3.93, 3.92], tcp=3.9)
+    hold(caps, (1, 1), [2.0, 1.98, 2.01, 2.0], tcp=8.0, way="rx")
+    hold(caps, (2, 1), [1.99, 2.0, 2.02, 2.0], tcp=8.0, way="rx")
+    hold(caps, (3, 1), [3.9, 3.95, 3.93, 3.92], tcp=8.0)
     assert caps.belief((9, 9), TEN_G).source == "reported"  # the top level stands alone
-    hold(caps, (4, 1), [3.92, 3.94, 3.9, 3.93], tcp=3.9)
+    hold(caps, (4, 1), [3.92, 3.94, 3.9, 3.93], tcp=8.0)
     assert 3.9e6 <= caps.belief((9, 9), TEN_G).bps <= 4.0e6
