@@ -126,6 +126,11 @@ bench-patterns: setup faucet-venv
 bench-dragonfly: setup
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.patterns --fabric dragonfly
 
+## The same patterns on a plain fabric: no class tree, the kernel's queues, Loom told nothing.
+.PHONY: bench-patterns-plain
+bench-patterns-plain: setup faucet-venv
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.patterns --plain
+
 ## Collectives benchmark (docs/benchmarks.md §2 Collectives): real gloo all-reduce and
 ## all-to-all on a k=4 fat-tree with DSCP queue classes, ecmp vs loom and no-qos vs loom
 ## side by side; JSON + PNG into results/collectives.

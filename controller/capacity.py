@@ -81,7 +81,10 @@ class _Port:
     recent: deque[tuple[float, float, bool]] = field(default_factory=deque)  # at, bits/s, full
     seen_full: int = 0  # full intervals ever
     learned: float | None = None
-    peak: float = 0.0  # the most it was seen to carry in an interval (either way)
+    # The most it was seen to carry, either way, over two intervals in a row: one interval
+    # alone reads high whenever a reply comes late (its bytes over a shorter interval).
+    peak: float = 0.0
+    last: tuple[float, float] = (0.0, 0.0)  # the previous interval's rates, sent and received
     rates: dict[str, deque[float]] = field(default_factory=dict)  # "tx"/"rx": the last ones
     ceiling: tuple[float, float] | None = None  # (at, bits/s): held flat there by TCP
 
@@ -120,16 +123,19 @@ class Capacities:
         enough = max(c.min_drops, c.min_drop_share * (reading.tx_packets + reading.tx_dropped))
         full = reading.tx_dropped >= enough and rate > 0
         port.seen_full += full
-        port.peak = max(port.peak, rate, 8 * reading.rx_bytes / reading.seconds)
+        got = 8 * reading.rx_bytes / reading.seconds
+        steady = min(rate, port.last[0])  # (see ``peak``)
+        port.peak = max(port.peak, steady, min(got, port.last[1]))
+        port.last = (rate, got)
         self._now = max(self._now, now)
-        port.recent.append((now, rate, full))
+        port.recent.append((now, steady, full))
         while now - port.recent[0][0] > c.window:
             port.recent.popleft()
         if port.seen_full >= c.min_full:
             if any(f for _, _, f in port.recent):  # full lately: the best rate of late
                 port.learned = max(r for _, r, _ in port.recent)
             else:  # not full lately: what was learned holds, unless it carried more
-                port.learned = max(port.learned or rate, rate)
+                port.learned = max(port.learned or steady, steady)
             if reported_bps > 0:
                 port.learned = min(port.learned, reported_bps)
             self._kinds.setdefault(reported_bps, {})[ref] = port.learned

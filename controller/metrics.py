@@ -39,9 +39,9 @@ METRICS = [
         "loom_link_capacity_bits_per_second",
         "gauge",
         (*LINK, "source"),
-        "Capacity Loom believes a directed link has; source: configured, learned (from drops"
-        " at its egress), peers (learned on ports of the same reported speed), reported, or"
-        " default.",
+        "Capacity Loom believes a directed link has; source: configured, learned (drops at"
+        " its egress, or held flat by TCP at its kind's highest level), peers (learned on"
+        " links whose ports report the same speed), reported, or default.",
     ),
     MetricDoc("loom_link_load_bits_per_second", "gauge", LINK, "Measured load of a directed link."),
     MetricDoc(

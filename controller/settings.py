@@ -5,7 +5,7 @@
 | LOOM_LLDP_INTERVAL | 1.0 | seconds between discovery rounds |
 | LOOM_LLDP_TIMEOUT | 3.5 | seconds without LLDP before a link is declared gone |
 | LOOM_POLL_INTERVAL | 0.5 | seconds between counter polls (ports, groups, flows) |
-| LOOM_LINK_CAPACITY_MBPS | (port speed) | capacity of every link, for emulated shaped links |
+| LOOM_LINK_CAPACITY_MBPS | (learned) | capacity of every link: overrides what Loom learns |
 | LOOM_TE | on | traffic engineering: track flows and move elephants (on/off) |
 | LOOM_TE_INTERVAL | 0.5 | seconds between placement runs |
 | LOOM_ELEPHANT_SHARE | 0.1 | share of the ingress link that makes a flow an elephant |

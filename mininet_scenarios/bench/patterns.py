@@ -87,8 +87,11 @@ class Mode:
     single: bool = False
 
 
-def modes_for(fabric: str, rate: float) -> dict[str, Mode]:
-    te = {"LOOM_TE": "on", "LOOM_LINK_CAPACITY_MBPS": f"{rate:g}", "LOOM_POLL_INTERVAL": "0.5"}
+def modes_for(fabric: str, rate: float, plain: bool = False) -> dict[str, Mode]:
+    """The modes of a fabric; ``plain``: Loom as the README starts it, told nothing (no
+    link rate, no polling interval: what it knows of the links it learns)."""
+    told = {"LOOM_TE": "on", "LOOM_LINK_CAPACITY_MBPS": f"{rate:g}", "LOOM_POLL_INTERVAL": "0.5"}
+    te: dict[str, str] = {} if plain else told
     off = {"LOOM_TE": "off"}
     if fabric == "dragonfly":
         return {
@@ -143,11 +146,17 @@ def faucet_unavailable() -> str | None:
 
 @contextlib.contextmanager
 def start_mode(
-    mode: Mode, graph: nx.MultiGraph, run_dir: Path, queue_packets: int | None = None
+    mode: Mode,
+    graph: nx.MultiGraph,
+    run_dir: Path,
+    queue_packets: int | None = None,
+    plain: bool = False,
 ) -> Iterator[tuple[Any, dict[str, Any], Callable[[], bool]]]:
     """The running fabric of ``mode``, facts about its start (discovery time, version) and a
     liveness check of its controller: the rules a dead controller installed keep forwarding,
-    so a crash would otherwise go unnoticed in the numbers."""
+    so a crash would otherwise go unnoticed in the numbers. ``plain``: no DSCP class tree
+    on any port (the shaper alone, as a user's fabric)."""
+    classes = None if plain else DEFAULT_CLASSES
     from mininet_scenarios.harness.network import FabricNet
     from mininet_scenarios.harness.stack import LoomStack
 
@@ -160,7 +169,7 @@ def start_mode(
                 graph,
                 controller=faucet.address,
                 run_dir=run_dir,
-                queue_classes=DEFAULT_CLASSES,
+                queue_classes=classes,
                 queue_packets=queue_packets,
             ) as fnet,
         ):
@@ -178,7 +187,7 @@ def start_mode(
             yield fnet, info, lambda: _faucet_alive(faucet)
         return
     with LoomStack(
-        graph, run_dir, env=mode.env, queue_classes=DEFAULT_CLASSES, queue_packets=queue_packets
+        graph, run_dir, env=mode.env, queue_classes=classes, queue_packets=queue_packets
     ) as stack:
         info = {
             "controller": "loom",
@@ -233,7 +242,7 @@ def measure_mode(
     run_dir = out / "runs" / mode.name
     say(f"{mode.name}: starting {net_graph.graph['name']} ...")
     queue = args.queue_packets or None
-    with start_mode(mode, net_graph, run_dir, queue) as (fnet, started, alive):
+    with start_mode(mode, net_graph, run_dir, queue, args.plain) as (fnet, started, alive):
         info.update(started)
         say(f"{mode.name}: up in {started['startup_s']:.1f} s; warm-up pingall ...")
         ping = pingall(fnet, timeout=2.0)
@@ -369,15 +378,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument(
         "--queue-packets",
         type=int,
-        default=100,
-        help="queue limit of every shaped port, packets (default 100; 0: the kernel's 1000, "
-        "whose seconds of queueing at a few Mbit/s starve ACKs of hosts that send and receive)",
+        help="queue limit of every shaped port, packets (default 100, or with --plain 0: the "
+        "kernel's 1000, whose seconds of queueing at a few Mbit/s starve ACKs of hosts that "
+        "send and receive)",
+    )
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="a user's fabric: no DSCP class tree on any port, the kernel's queues, and Loom "
+        "told nothing (no LOOM_* variable; the ports report 10 Gbit/s)",
     )
     ap.add_argument("--out", type=Path, help="default results/patterns or results/dragonfly")
     ap.add_argument("--keep-raw", action="store_true", help="keep iperf3 JSON files")
     args = ap.parse_args(argv)
     df = args.fabric == "dragonfly"
-    args.out = args.out or Path("results/dragonfly" if df else "results/patterns")
+    kind = "-plain" if args.plain else ""
+    args.out = args.out or Path(("results/dragonfly" if df else "results/patterns") + kind)
+    if args.queue_packets is None:
+        args.queue_packets = 0 if args.plain else 100
     args.mode_list = _split(args.modes) or list(modes_for(args.fabric, args.rate))
     args.pattern_list = _split(args.patterns) or list(
         DRAGONFLY_PATTERNS if df else FAT_TREE_PATTERNS
@@ -422,7 +440,7 @@ def build_fabric(args: argparse.Namespace) -> nx.MultiGraph:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    all_modes = modes_for(args.fabric, args.rate)
+    all_modes = modes_for(args.fabric, args.rate, args.plain)
     unknown = [m for m in args.mode_list if m not in all_modes]
     if unknown:
         print(f"unknown modes {unknown}; {args.fabric} has {list(all_modes)}", file=sys.stderr)
@@ -471,7 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "link_rate_mbps": args.rate,
         "queue_packets": args.queue_packets or 1000,
-        "queue_classes": [c.name for c in DEFAULT_CLASSES],
+        "plain": args.plain,
+        "queue_classes": [] if args.plain else [c.name for c in DEFAULT_CLASSES],
         "seconds": args.seconds,
         "drain_s": args.drain,
         "seeds": seeds,

@@ -160,12 +160,9 @@ def run(args: argparse.Namespace) -> int:
     tenants = tenants_of(graph)
     policy = run_dir / "policy.yaml"
     policy.write_text(policy_yaml(graph, tenants))
-    env = {
-        "LOOM_POLICY": str(policy.resolve()),
-        "LOOM_LINK_CAPACITY_MBPS": f"{args.rate:g}",
-        "LOOM_POLL_INTERVAL": "0.5",
-        "LOOM_TE_INTERVAL": "0.5",
-    }
+    env = {"LOOM_POLICY": str(policy.resolve())}  # what a user sets: Loom learns the rest
+    if args.tell_rate:
+        env["LOOM_LINK_CAPACITY_MBPS"] = f"{args.rate:g}"
     stack = LoomStack(graph, run_dir, env=env, queue_classes=DEFAULT_CLASSES)
     target = stack.metrics_url.split("//")[1].split("/")[0]
     summary: dict[str, Any] = {
@@ -243,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=10.0,
         help="duration of the two colliding elephants (default 10)",
+    )
+    p.add_argument(
+        "--tell-rate",
+        action="store_true",
+        help="tell Loom the link rate (LOOM_LINK_CAPACITY_MBPS) instead of letting it learn it",
     )
     p.add_argument("--ranks", type=int, default=4, help="all-reduce ranks, 2-6 (default 4)")
     p.add_argument("--mib", type=float, default=2.0, help="all-reduce buffer, MiB (default 2)")

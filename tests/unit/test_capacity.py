@@ -53,7 +53,7 @@ def test_a_stray_drop_or_a_single_full_interval_is_not_enough() -> None:
 def test_a_learned_belief_rises_with_what_the_link_carries_and_never_exceeds_the_report() -> None:
     caps = Capacities()
     now = feed(caps, (1, 1), [interval(4.0, dropped=9)] * 3)
-    now = feed(caps, (1, 1), [interval(6.0)], now)  # the shaper was raised
+    now = feed(caps, (1, 1), [interval(6.0)] * 2, now)  # the shaper was raised
     assert caps.belief((1, 1), TEN_G).bps == 6e6
     small = Capacities()
     for i in range(3):
@@ -154,3 +154,13 @@ def test_a_ceiling_is_the_highest_level_not_a_lower_one_shared_by_collided_flows
     assert caps.belief((9, 9), TEN_G).source == "reported"  # the top level stands alone
     hold(caps, (4, 1), [3.92, 3.94, 3.9, 3.93], tcp=8.0)
     assert 3.9e6 <= caps.belief((9, 9), TEN_G).bps <= 4.0e6
+
+
+def test_one_interval_read_high_by_a_late_reply_does_not_raise_what_a_port_carries() -> None:
+    caps = Capacities()
+    feed(caps, (1, 1), [interval(4.0, dropped=9)] * 3)
+    jittery = (2, 1)  # 4 Mbit/s, but one reply 0.25 s late: its bytes read over 0.25 s
+    feed(caps, jittery, [interval(4.0), interval(8.0), interval(4.0), interval(4.0)])
+    assert caps.belief(jittery, TEN_G).bps == 4e6
+    feed(caps, jittery, [interval(6.0), interval(6.0)], 10.0)  # carried 6 for a second
+    assert caps.belief(jittery, TEN_G).bps == 6e6
