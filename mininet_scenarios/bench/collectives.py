@@ -102,6 +102,7 @@ STANDARD_MSS = 1448
 SCENARIOS = ("allreduce", "protection", "alltoall")
 MODE_ENV = {
     "ecmp": {"LOOM_TE": "off"},
+    "unregistered": {},  # Loom as it is, the job never registered: traffic engineering alone
     "no-qos": {"LOOM_QOS": "off"},
     "loom": {},
 }
@@ -144,9 +145,9 @@ def plan(
     scenario once per size of the bulk flows' frames."""
     runs: list[Run] = []
     for mode in MODE_ORDER:
-        reg = mode != "ecmp"
+        reg = mode not in ("ecmp", "unregistered")
         for seed in range(1, seeds + 1):
-            if mode in ("ecmp", "loom") and "allreduce" in scenarios:
+            if mode in ("ecmp", "unregistered", "loom") and "allreduce" in scenarios:
                 runs.append(Run(mode, "allreduce", "all_reduce", "random", seed, False, reg))
             if mode in ("no-qos", "loom") and "protection" in scenarios:
                 if mode == "no-qos" or "allreduce" not in scenarios:  # loom's idle run exists
@@ -283,11 +284,8 @@ def run_mode(
 
     graph = fat_tree(4, rate_mbps=args.rate)
     hosts = host_list(graph)
-    env = {
-        "LOOM_LINK_CAPACITY_MBPS": f"{args.rate:g}",
-        "LOOM_POLL_INTERVAL": "0.5",
-        **MODE_ENV[mode],
-    }
+    told = {"LOOM_LINK_CAPACITY_MBPS": f"{args.rate:g}", "LOOM_POLL_INTERVAL": "0.5"}
+    env = {**({} if args.plain else told), **MODE_ENV[mode]}
     run_dir = args.out / "runs" / mode
     say(f"{mode}: starting Loom ({' '.join(f'{k}={v}' for k, v in env.items())}) + fat-tree ...")
     t0 = time.monotonic()
@@ -295,7 +293,7 @@ def run_mode(
         graph,
         run_dir,
         env=env,
-        queue_classes=queue_classes(args.bulk_share),
+        queue_classes=None if args.plain else queue_classes(args.bulk_share),
         queue_bytes=args.queue_bytes or None,
     ) as st:
         if args.mtu != 1500:
@@ -435,10 +433,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         " standard (1500 bytes), jumbo (the MTU) (default: both)",
     )
     ap.add_argument("--drain", type=float, default=2.0, help="quiet seconds between runs")
+    ap.add_argument(
+        "--plain",
+        action="store_true",
+        help="a user's fabric: no class tree on any port, the kernel's queues, Loom told"
+        " nothing (no LOOM_* variable); the protection scenario needs the classes: skipped",
+    )
     args = ap.parse_args(argv)
+    if args.plain:
+        args.queue_bytes = 0
+        if args.out == REPO_ROOT / "results" / "collectives":
+            args.out = REPO_ROOT / "results" / "collectives-plain"
     args.mib = args.mib if args.mib is not None else (4.0 if args.quick else 16.0)
     args.iters = args.iters if args.iters is not None else (2 if args.quick else 3)
-    scen = [s for s in args.scenarios.split(",") if s]
+    scen = [s for s in args.scenarios.split(",") if s and not (args.plain and s == "protection")]
     modes = [m for m in args.modes.split(",") if m]
     bad = [s for s in scen if s not in SCENARIOS] + [m for m in modes if m not in MODE_ORDER]
     if bad:
@@ -492,7 +500,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             " collective class at each host's own egress HTB in every mode (emulated NIC"
             " priority); background iperf3 clients use ports from 30000",
         },
-        "queue_classes": [qc.__dict__ for qc in queue_classes(args.bulk_share)],
+        "plain": args.plain,
+        "queue_classes": [
+            qc.__dict__ for qc in (() if args.plain else queue_classes(args.bulk_share))
+        ],
         "queue_bytes": args.queue_bytes or None,
         "targets": TARGETS,
         "modes": {},

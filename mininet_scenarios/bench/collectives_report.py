@@ -16,7 +16,7 @@ from mininet_scenarios.workloads.collectives.model import tcp_ceiling
 # docs/benchmarks.md §2: a registered random-order all-reduce >= 0.95 of the link; under
 # bulk traffic >= 0.90 of its idle busbw; all-to-all >= 0.90.
 TARGETS = {"allreduce-random": 0.95, "protection": 0.90, "alltoall": 0.90}
-MODE_ORDER = ("ecmp", "no-qos", "loom")
+MODE_ORDER = ("ecmp", "unregistered", "no-qos", "loom")  # unregistered: Loom, job not told
 FIGURES = ("allreduce-random", "allreduce-topology", "protection", "protection-jumbo", "alltoall")
 
 

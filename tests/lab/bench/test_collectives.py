@@ -15,7 +15,11 @@ def test_the_plan_runs_the_same_orders_in_the_modes_it_compares() -> None:
     runs = plan(["allreduce", "protection", "alltoall"], seeds=2)
     keys = {r.key for r in runs}
     for seed in (1, 2):
-        assert {f"ecmp/all_reduce/random{seed}", f"loom/all_reduce/random{seed}"} <= keys
+        assert {
+            f"ecmp/all_reduce/random{seed}",
+            f"unregistered/all_reduce/random{seed}",
+            f"loom/all_reduce/random{seed}",
+        } <= keys
         assert {
             f"no-qos/all_reduce/random{seed}+bulk",
             f"loom/all_reduce/random{seed}+bulk",
@@ -24,8 +28,8 @@ def test_the_plan_runs_the_same_orders_in_the_modes_it_compares() -> None:
         } <= keys
         assert f"no-qos/all_reduce/random{seed}" in keys  # no-qos's own idle run
         assert {f"ecmp/all_to_all/random{seed}", f"loom/all_to_all/random{seed}"} <= keys
-    assert not any(r.register for r in runs if r.mode == "ecmp")
-    assert all(r.register for r in runs if r.mode != "ecmp")
+    assert not any(r.register for r in runs if r.mode in ("ecmp", "unregistered"))
+    assert all(r.register for r in runs if r.mode not in ("ecmp", "unregistered"))
     assert len(keys) == len(runs)
 
 
