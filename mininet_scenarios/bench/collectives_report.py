@@ -17,6 +17,7 @@ from mininet_scenarios.workloads.collectives.model import tcp_ceiling
 # bulk traffic >= 0.90 of its idle busbw; all-to-all >= 0.90.
 TARGETS = {"allreduce-random": 0.95, "protection": 0.90, "alltoall": 0.90}
 MODE_ORDER = ("ecmp", "unregistered", "no-qos", "loom")  # unregistered: Loom, job not told
+MODE_COLORS = {"ecmp": "#9e9e9e", "unregistered": "#7fb3d5", "no-qos": "#f0a04b", "loom": "#2b6cb0"}
 FIGURES = ("allreduce-random", "allreduce-topology", "protection", "protection-jumbo", "alltoall")
 
 
@@ -65,7 +66,7 @@ def figures(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]
 def table(doc: dict[str, Any]) -> str:
     figs = figures(doc["runs"])
     lines = [
-        f"{'scenario':<22}{'figure':<30}" + "".join(f"{m:>10}" for m in MODE_ORDER) + "  target",
+        f"{'scenario':<22}{'figure':<30}" + "".join(f"{m:>14}" for m in MODE_ORDER) + "  target",
     ]
     what = {
         "allreduce-random": "busbw/link, random order",
@@ -78,7 +79,7 @@ def table(doc: dict[str, Any]) -> str:
         if name not in figs:
             continue
         cells = "".join(
-            f"{figs[name][m]:>10.3f}" if figs[name].get(m) is not None else f"{'-':>10}"
+            f"{figs[name][m]:>14.3f}" if figs[name].get(m) is not None else f"{'-':>14}"
             for m in MODE_ORDER
         )
         target = f"  loom >= {TARGETS[name]:.2f}" if name in TARGETS else ""
@@ -121,7 +122,7 @@ def plot(doc: dict[str, Any], out: Path) -> Path | None:
         "protection-jumbo": "all-reduce with\njumbo bulk / idle",
         "alltoall": "all-to-all\nbusbw / link",
     }
-    colors = {"ecmp": "#9e9e9e", "no-qos": "#f0a04b", "loom": "#2b6cb0"}
+    colors = MODE_COLORS
     fig, ax = plt.subplots(figsize=(10.5, 4.8))
     width = 0.26
     shown: set[str] = set()
@@ -148,6 +149,7 @@ def plot(doc: dict[str, Any], out: Path) -> Path | None:
     ax.set_title(
         f"gloo collectives, k=4 fat-tree, 16 ranks, {a['mib']:g} MiB,"
         f" {a['rate']:g} Mbit/s links, MTU {a.get('mtu', 1500)}"
+        + (": plain fabric, Loom told nothing" if doc.get("plain") else "")
     )
     ax.legend(fontsize=8, loc="upper center", ncol=5, frameon=False)
     fig.tight_layout()

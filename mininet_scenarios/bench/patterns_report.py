@@ -308,6 +308,7 @@ def report(doc: Mapping[str, Any], out_dir: Path) -> tuple[str, Path | None]:
         title = (
             f"{doc.get('fabric', {}).get('name', '?')} at {doc.get('link_rate_mbps', 0):g} Mbit/s,"
             f" median of {seeds} seed{'s' if seeds > 1 else ''}"
+            + (": plain fabric, Loom told nothing" if doc.get("plain") else "")
         )
         name = "dragonfly.png" if kind == "dragonfly" else "patterns.png"
         png = plot(

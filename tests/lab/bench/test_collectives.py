@@ -88,3 +88,9 @@ def test_bulk_frames_option_runs_protection_with_the_frames_asked_for() -> None:
     }
     with pytest.raises(SystemExit):
         parse_args(["--bulk-frames", "tiny"])
+
+
+def test_every_mode_has_a_colour_in_the_figure() -> None:
+    from mininet_scenarios.bench.collectives_report import MODE_COLORS, MODE_ORDER
+
+    assert set(MODE_ORDER) <= set(MODE_COLORS)
