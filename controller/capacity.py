@@ -89,6 +89,41 @@ class _Port:
     ceiling: tuple[float, float] | None = None  # (at, bits/s): held flat there by TCP
 
 
+Held = tuple[PortRef, str]  # a direction of a port's link: "tx", or "rx" at a host port
+SWEEP_EVERY = 1.0  # seconds between full passes over a kind's ceilings (expiry, exact top)
+
+
+@dataclass
+class _Kind:
+    """The ceilings of one kind of link (one reported speed): the levels directions were
+    last held flat at, and which of them agree with the highest. Kept up to date one
+    level at a time (a k=48 fat-tree has 221,184 directions), swept whole once a second."""
+
+    held: dict[Held, tuple[float, float]] = field(default_factory=dict)  # -> (at, bits/s)
+    top: float = 0.0
+    agreeing: set[Held] = field(default_factory=set)  # within the tolerance of ``top``
+    swept: float = float("-inf")
+
+    def add(self, key: Held, at: float, level: float, tol: float) -> None:
+        self.held[key] = (at, level)
+        if level > self.top * (1 + 2 * tol):
+            self.top, self.agreeing = level, {key}
+        elif level >= self.top * (1 - 2 * tol):
+            self.agreeing.add(key)
+        else:
+            self.agreeing.discard(key)
+
+    def sweep(self, now: float, window: float, tol: float) -> None:
+        self.held = {k: v for k, v in self.held.items() if now - v[0] <= window}
+        self.top = max((level for _, level in self.held.values()), default=0.0)
+        floor = self.top * (1 - 2 * tol)
+        self.agreeing = {k for k, (_, level) in self.held.items() if level >= floor}
+        self.swept = now
+
+    def ceiling(self, min_agreeing: int) -> float | None:
+        return self.top if len(self.agreeing) >= min_agreeing else None
+
+
 @dataclass(frozen=True)
 class Reading:
     """One polling interval of one port: what it sent and dropped, and how long it took."""
@@ -108,9 +143,10 @@ class Capacities:
         self.config = config or LearningConfig()
         self._ports: dict[PortRef, _Port] = {}
         self._kinds: dict[float, dict[PortRef, float]] = {}  # reported -> own beliefs
-        # reported -> (port, direction) -> (at, bits/s) it was last held flat at
-        self._ceilings: dict[float, dict[tuple[PortRef, str], tuple[float, float]]] = {}
-        self._now = 0.0  # the latest reading's time (ceilings older than ``window`` lapse)
+        self._ceilings: dict[float, _Kind] = {}  # reported -> its kind's ceilings
+        self._now = 0.0  # the latest reading's time
+        self._version = 0  # bumped when an own (drop-learned) belief changes
+        self._memo: dict[tuple[float, int], float] = {}
 
     def observe(self, now: float, ref: PortRef, reading: Reading, reported_bps: float) -> bool:
         """Take one interval of a port; True when its own belief changed."""
@@ -118,16 +154,20 @@ class Capacities:
             return False
         c = self.config
         rate = 8 * reading.tx_bytes / reading.seconds
-        port = self._ports.setdefault(ref, _Port())
-        before = port.learned
-        enough = max(c.min_drops, c.min_drop_share * (reading.tx_packets + reading.tx_dropped))
-        full = reading.tx_dropped >= enough and rate > 0
-        port.seen_full += full
         got = 8 * reading.rx_bytes / reading.seconds
+        port = self._ports.get(ref)
+        if port is None:
+            port = self._ports[ref] = _Port()
         steady = min(rate, port.last[0])  # (see ``peak``)
         port.peak = max(port.peak, steady, min(got, port.last[1]))
         port.last = (rate, got)
         self._now = max(self._now, now)
+        if not reading.tx_dropped and not port.seen_full:  # the common case: nothing more
+            return False
+        before = port.learned
+        enough = max(c.min_drops, c.min_drop_share * (reading.tx_packets + reading.tx_dropped))
+        full = reading.tx_dropped >= enough and rate > 0
+        port.seen_full += full
         port.recent.append((now, steady, full))
         while now - port.recent[0][0] > c.window:
             port.recent.popleft()
@@ -139,6 +179,7 @@ class Capacities:
             if reported_bps > 0:
                 port.learned = min(port.learned, reported_bps)
             self._kinds.setdefault(reported_bps, {})[ref] = port.learned
+        self._version += port.learned != before
         return port.learned != before
 
     def held(
@@ -153,37 +194,48 @@ class Capacities:
         """Take one interval's rate of one direction of a port's link, and what tracked
         TCP flows carry in all: a rate held flat by TCP is a ceiling (module docstring)."""
         c = self.config
-        port = self._ports.setdefault(ref, _Port())
-        series = port.rates.setdefault(direction, deque())
+        port = self._ports.get(ref)
+        if port is None:
+            port = self._ports[ref] = _Port()
+        series = port.rates.get(direction)
+        if series is None:
+            series = port.rates[direction] = deque(maxlen=c.flat_intervals)
         series.append(bps)
-        while len(series) > c.flat_intervals:
-            series.popleft()
         if len(series) < c.flat_intervals:
             return
-        mean = sum(series) / len(series)
+        mean = sum(series) / c.flat_intervals
         flat = max(series) - min(series) <= 2 * c.flat_tolerance * mean
-        if mean > 0 and flat and tcp_bps >= c.tcp_share * mean:
-            before = self._ceiling(reported_bps)
-            port.ceiling = (now, mean)
-            self._ceilings.setdefault(reported_bps, {})[(ref, direction)] = port.ceiling
-            after = self._ceiling(reported_bps)
-            if after is not None and (before is None or abs(after - before) > 0.05 * before):
-                log.info(
-                    "links reporting %.3g Mbit/s are held at %.3g Mbit/s by TCP: learned",
-                    reported_bps / 1e6,
-                    after / 1e6,
-                )
+        if not (mean > 0 and flat and tcp_bps >= c.tcp_share * mean):
+            return
+        port.ceiling = (now, mean)
+        kind = self._ceilings.setdefault(reported_bps, _Kind())
+        if now - kind.swept >= SWEEP_EVERY:
+            kind.sweep(now, c.window, c.flat_tolerance)
+        before = kind.ceiling(c.min_ceilings)
+        kind.add((ref, direction), now, mean, c.flat_tolerance)
+        after = kind.ceiling(c.min_ceilings)
+        if after is not None and (before is None or abs(after - before) > 0.05 * before):
+            log.info(
+                "links reporting %.3g Mbit/s are held at %.3g Mbit/s by TCP: learned",
+                reported_bps / 1e6,
+                after / 1e6,
+            )
 
     def _ceiling(self, reported_bps: float) -> float | None:
-        """The level ports of this kind are held at, if ``min_ceilings`` of them agree."""
-        c = self.config
-        held = self._ceilings.get(reported_bps, {})
-        levels = [bps for at, bps in held.values() if self._now - at <= c.window]
-        if not levels:
+        """The level links of this kind are held at, if ``min_ceilings`` of them agree."""
+        kind = self._ceilings.get(reported_bps)
+        return kind.ceiling(self.config.min_ceilings) if kind is not None else None
+
+    def _lent(self, reported_bps: float) -> float | None:
+        """The highest own (drop-learned) belief among ports of this kind, if enough."""
+        peers = self._kinds.get(reported_bps, {})
+        if len(peers) < self.config.min_peers:
             return None
-        top = max(levels)
-        agree = sum(1 for bps in levels if bps >= top * (1 - 2 * c.flat_tolerance))
-        return top if agree >= c.min_ceilings else None
+        key = (reported_bps, self._version)
+        if key not in self._memo:
+            self._memo = {k: v for k, v in self._memo.items() if k[1] == self._version}
+            self._memo[key] = max(peers.values())
+        return self._memo[key]
 
     def learn(
         self,
@@ -198,7 +250,7 @@ class Capacities:
         all); a port whose own belief moved well below what it reports is logged."""
         for ref, reading in intervals:
             speed = reported(ref)
-            if reading.seconds > 0:
+            if reading.seconds > 0 and tcp_bps > 0:  # (no TCP flow tracked: no ceiling)
                 self.held(now, ref, "tx", 8 * reading.tx_bytes / reading.seconds, tcp_bps, speed)
                 if ref[1] in host_ports:
                     rx = 8 * reading.rx_bytes / reading.seconds
@@ -219,11 +271,7 @@ class Capacities:
         port = self._ports.get(ref)
         if port is not None and port.learned is not None:
             return Belief(port.learned, "learned")
-        peers = self._kinds.get(reported_bps, {})
-        lent = [max(peers.values())] if len(peers) >= self.config.min_peers else []
-        ceiling = self._ceiling(reported_bps)
-        if ceiling is not None:
-            lent.append(ceiling)
+        lent = [v for v in (self._lent(reported_bps), self._ceiling(reported_bps)) if v]
         if lent:
             value = max(*lent, port.peak if port is not None else 0.0)
             if reported_bps <= 0 or value < reported_bps:
@@ -251,12 +299,14 @@ class Capacities:
 
     def forget_port(self, ref: PortRef) -> None:
         """A port went down or away: what it carried may not hold when it returns."""
+        self._version += 1
         self._ports.pop(ref, None)
         for beliefs in self._kinds.values():
             beliefs.pop(ref, None)
-        for held in self._ceilings.values():
-            for key in [k for k in held if k[0] == ref]:
-                del held[key]
+        for kind in self._ceilings.values():
+            for key in [k for k in kind.held if k[0] == ref]:
+                del kind.held[key]
+                kind.agreeing.discard(key)
 
     def forget_switch(self, dpid: int) -> None:
         for ref in [r for r in self._ports if r[0] == dpid]:
