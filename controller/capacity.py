@@ -46,7 +46,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from controller.model import PortRef
 
@@ -81,10 +81,11 @@ class _Port:
     recent: deque[tuple[float, float, bool]] = field(default_factory=deque)  # at, bits/s, full
     seen_full: int = 0  # full intervals ever
     learned: float | None = None
-    # The most it was seen to carry, either way, over two intervals in a row: one interval
-    # alone reads high whenever a reply comes late (its bytes over a shorter interval).
+    # The most it was seen to carry (while TCP flows are tracked) over two intervals in a
+    # row: one interval alone reads high whenever a reply comes late (its bytes over a
+    # shorter interval).
     peak: float = 0.0
-    last: tuple[float, float] = (0.0, 0.0)  # the previous interval's rates, sent and received
+    last: tuple[float, float] = (0.0, 0.0)  # the previous interval's rate sent (drop path)
     rates: dict[str, deque[float]] = field(default_factory=dict)  # "tx"/"rx": the last ones
     ceiling: tuple[float, float] | None = None  # (at, bits/s): held flat there by TCP
 
@@ -124,9 +125,9 @@ class _Kind:
         return self.top if len(self.agreeing) >= min_agreeing else None
 
 
-@dataclass(frozen=True)
-class Reading:
-    """One polling interval of one port: what it sent and dropped, and how long it took."""
+class Reading(NamedTuple):
+    """One polling interval of one port: what it sent and dropped, and how long it took
+    (a tuple: one is made per port per poll, 2,000 switches' worth a second at size)."""
 
     seconds: float
     tx_bytes: int
@@ -146,6 +147,8 @@ class Capacities:
         self._ceilings: dict[float, _Kind] = {}  # reported -> its kind's ceilings
         self._now = 0.0  # the latest reading's time
         self._version = 0  # bumped when an own (drop-learned) belief changes
+        self._dropping: set[PortRef] = set()  # ports that ever dropped enough to count
+        self._dropping_switches: set[int] = set()  # ... and their switches
         self._memo: dict[tuple[float, int], float] = {}
 
     def observe(self, now: float, ref: PortRef, reading: Reading, reported_bps: float) -> bool:
@@ -153,21 +156,22 @@ class Capacities:
         if reading.seconds <= 0:
             return False
         c = self.config
-        rate = 8 * reading.tx_bytes / reading.seconds
-        got = 8 * reading.rx_bytes / reading.seconds
+        self._now = max(self._now, now)
         port = self._ports.get(ref)
+        if not reading.tx_dropped and (port is None or not port.seen_full):
+            return False  # the common case: no drop, none before
         if port is None:
             port = self._ports[ref] = _Port()
+        rate = 8 * reading.tx_bytes / reading.seconds
         steady = min(rate, port.last[0])  # (see ``peak``)
-        port.peak = max(port.peak, steady, min(got, port.last[1]))
-        port.last = (rate, got)
-        self._now = max(self._now, now)
-        if not reading.tx_dropped and not port.seen_full:  # the common case: nothing more
-            return False
+        port.last = (rate, 0.0)
         before = port.learned
         enough = max(c.min_drops, c.min_drop_share * (reading.tx_packets + reading.tx_dropped))
         full = reading.tx_dropped >= enough and rate > 0
         port.seen_full += full
+        if port.seen_full:
+            self._dropping.add(ref)
+            self._dropping_switches.add(ref[0])
         port.recent.append((now, steady, full))
         while now - port.recent[0][0] > c.window:
             port.recent.popleft()
@@ -201,6 +205,8 @@ class Capacities:
         if series is None:
             series = port.rates[direction] = deque(maxlen=c.flat_intervals)
         series.append(bps)
+        if len(series) >= 2:  # (see ``peak``)
+            port.peak = max(port.peak, min(series[-1], series[-2]))
         if len(series) < c.flat_intervals:
             return
         mean = sum(series) / c.flat_intervals
@@ -249,8 +255,13 @@ class Capacities:
         switch's ports where hosts can be; ``tcp_bps``: what tracked TCP flows carry in
         all); a port whose own belief moved well below what it reports is logged."""
         for ref, reading in intervals:
+            if reading.seconds <= 0:
+                continue
+            if tcp_bps <= 0 and not reading.tx_dropped and ref not in self._dropping:
+                self._now = max(self._now, now)
+                continue  # (no TCP flow tracked: no ceiling; no drop: nothing to learn)
             speed = reported(ref)
-            if reading.seconds > 0 and tcp_bps > 0:  # (no TCP flow tracked: no ceiling)
+            if tcp_bps > 0:
                 self.held(now, ref, "tx", 8 * reading.tx_bytes / reading.seconds, tcp_bps, speed)
                 if ref[1] in host_ports:
                     rx = 8 * reading.rx_bytes / reading.seconds
@@ -287,6 +298,11 @@ class Capacities:
         own = held is not None and self._now - held[0] <= self.config.window
         return "learned" if own and held is not None and held[1] >= value * (1 - tol) else "peers"
 
+    def watches(self, dpid: int) -> bool:
+        """Whether a port of ``dpid`` ever dropped enough to count (its every interval
+        is then wanted, not only those with drops)."""
+        return dpid in self._dropping_switches
+
     def departs(self, ref: PortRef, reported_bps: float) -> bool:
         """Whether the port's own belief is well below what it reports (worth a log line)."""
         port = self._ports.get(ref)
@@ -301,6 +317,7 @@ class Capacities:
         """A port went down or away: what it carried may not hold when it returns."""
         self._version += 1
         self._ports.pop(ref, None)
+        self._dropping.discard(ref)
         for beliefs in self._kinds.values():
             beliefs.pop(ref, None)
         for kind in self._ceilings.values():
@@ -309,5 +326,6 @@ class Capacities:
                 kind.agreeing.discard(key)
 
     def forget_switch(self, dpid: int) -> None:
+        self._dropping_switches.discard(dpid)
         for ref in [r for r in self._ports if r[0] == dpid]:
             self.forget_port(ref)

@@ -313,9 +313,9 @@ class Fabric:
         switch = self.topo.switches.get(dpid)
         known = [s for s in stats if switch is not None and s.port_no in switch.ports]
         self.events["stats_unknown_port"] += len(stats) - len(known)
-        intervals = self.telemetry.port_stats(now, dpid, known)
-        hosts, tcp = self.topo.edge_ports(dpid), self.te.flows.tcp_bps
-        self.capacities.learn(now, intervals, self.topo.reported_bps, hosts, tcp)
+        tcp, caps = self.te.flows.tcp_bps, self.capacities
+        intervals = self.telemetry.port_stats(now, dpid, known, tcp > 0 or caps.watches(dpid))
+        caps.learn(now, intervals, self.topo.reported_bps, self.topo.edge_ports(dpid), tcp)
         return {}
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:

@@ -76,8 +76,8 @@ def test_ports_of_the_same_kind_lend_their_belief_but_not_below_what_a_port_carr
     assert belief.source == "peers" and belief.bps == 4e6
     assert caps.belief((7, 1), 100e9).source == "reported"  # another kind of port
     busy = (6, 2)  # carried 7 Mbit/s without a drop: it is not a 4 Mbit/s link
-    feed(caps, busy, [interval(7.0)] * 3)
-    assert caps.belief(busy, TEN_G) == Belief(7e6, "peers")
+    hold(caps, busy, [7.0, 7.2, 6.6], tcp=0.5)
+    assert caps.belief(busy, TEN_G) == Belief(7e6, "peers")  # (its steadiest two polls)
     caps.forget_switch(1)
     assert caps.belief(host_port, TEN_G).source == "reported"
 
@@ -160,7 +160,7 @@ def test_one_interval_read_high_by_a_late_reply_does_not_raise_what_a_port_carri
     caps = Capacities()
     feed(caps, (1, 1), [interval(4.0, dropped=9)] * 3)
     jittery = (2, 1)  # 4 Mbit/s, but one reply 0.25 s late: its bytes read over 0.25 s
-    feed(caps, jittery, [interval(4.0), interval(8.0), interval(4.0), interval(4.0)])
+    hold(caps, jittery, [4.0, 8.0, 4.0, 4.0], tcp=1.0)
     assert caps.belief(jittery, TEN_G).bps == 4e6
-    feed(caps, jittery, [interval(6.0), interval(6.0)], 10.0)  # carried 6 for a second
+    hold(caps, jittery, [6.0, 6.0], tcp=1.0)  # carried 6 for a second
     assert caps.belief(jittery, TEN_G).bps == 6e6
