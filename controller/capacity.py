@@ -85,7 +85,7 @@ class _Port:
     # row: one interval alone reads high whenever a reply comes late (its bytes over a
     # shorter interval).
     peak: float = 0.0
-    last: tuple[float, float] = (0.0, 0.0)  # the previous interval's rate sent (drop path)
+    last_sent: float = 0.0  # the previous interval's rate sent (once it dropped)
     rates: dict[str, deque[float]] = field(default_factory=dict)  # "tx"/"rx": the last ones
     ceiling: tuple[float, float] | None = None  # (at, bits/s): held flat there by TCP
 
@@ -163,8 +163,8 @@ class Capacities:
         if port is None:
             port = self._ports[ref] = _Port()
         rate = 8 * reading.tx_bytes / reading.seconds
-        steady = min(rate, port.last[0])  # (see ``peak``)
-        port.last = (rate, 0.0)
+        steady = min(rate, port.last_sent)  # (see ``peak``)
+        port.last_sent = rate
         before = port.learned
         enough = max(c.min_drops, c.min_drop_share * (reading.tx_packets + reading.tx_dropped))
         full = reading.tx_dropped >= enough and rate > 0
