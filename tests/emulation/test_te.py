@@ -5,7 +5,6 @@ documented metric."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
 import time
@@ -22,6 +21,7 @@ from mininet_scenarios.harness.prometheus import PrometheusProcess
 from mininet_scenarios.harness.shaping import DEFAULT_CLASSES, class_counters, root_run
 from mininet_scenarios.harness.stack import LoomStack
 from mininet_scenarios.workloads.iperf import iperf3_flows
+from tests.emulation.collision_support import collide
 from topologies import fat_tree
 
 pytestmark = pytest.mark.emulation
@@ -44,36 +44,8 @@ def te(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoomStack]:
         yield stack
 
 
-def uplink_bytes(stack: LoomStack) -> tuple[int, int]:
-    counters = stack.net.port_counters("e0_0")
-    return counters[3].tx_bytes, counters[4].tx_bytes  # to a0_0 and a0_1
-
-
 def test_collision_of_two_elephants_on_one_uplink_is_resolved(te: LoomStack) -> None:
-    samples: list[tuple[float, int, int]] = []
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            samples.append((time.monotonic(), *uplink_bytes(te)))
-            time.sleep(0.25)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    # The same client port on both: OVS hashes src XOR dst, which is equal for these two
-    # flows, so the edge's select group puts both on one uplink until Loom moves one.
-    t0 = time.monotonic()
-    sampler.start()
-    try:
-        run = iperf3_flows(
-            te.net, [("h1", "h5"), ("h2", "h6")], seconds=10, extra_args=("--cport", "40000")
-        )
-    finally:
-        stop.set()
-        sampler.join()
-    rates = [
-        (t1 - t0, 8 * (a1 - a0) / (t1 - ta) / 1e6, 8 * (b1 - b0) / (t1 - ta) / 1e6)
-        for (ta, a0, b0), (t1, a1, b1) in itertools.pairwise(samples)
-    ]
+    rates, run = collide(te, seconds=10)
     busy_both = [t for t, a, b in rates if a > 0.6 * RATE and b > 0.6 * RATE]
     one_only = [t for t, a, b in rates[:4] if (a > 0.6 * RATE) != (b > 0.6 * RATE)]
     (te.run_dir / "collision.json").write_text(

@@ -5,16 +5,13 @@ measures, and an induced collision of two elephants on one uplink is resolved.""
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from mininet_scenarios.harness.stack import LoomStack
-from mininet_scenarios.workloads.iperf import iperf3_flows
+from tests.emulation.collision_support import collide
 from topologies import fat_tree
 
 pytestmark = pytest.mark.emulation
@@ -31,11 +28,6 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoomStack]:
         yield stack
 
 
-def uplink_bytes(stack: LoomStack) -> tuple[int, int]:
-    counters = stack.net.port_counters("e0_0")
-    return counters[3].tx_bytes, counters[4].tx_bytes  # to a0_0 and a0_1
-
-
 def test_ports_report_the_veth_speed_and_nothing_is_learned_while_idle(plain: LoomStack) -> None:
     links = plain.api.topology()["links"]
     assert links and all(link["reported_bps"] == VETH_BPS for link in links), links[:2]
@@ -43,30 +35,7 @@ def test_ports_report_the_veth_speed_and_nothing_is_learned_while_idle(plain: Lo
 
 
 def test_a_collision_of_two_elephants_is_resolved_without_any_hint(plain: LoomStack) -> None:
-    samples: list[tuple[float, int, int]] = []
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.is_set():
-            samples.append((time.monotonic(), *uplink_bytes(plain)))
-            time.sleep(0.25)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    # The same client port on both: OVS hashes src XOR dst, which is equal for these two
-    # flows, so the edge's select group puts both on one uplink until Loom moves one.
-    t0 = time.monotonic()
-    sampler.start()
-    try:
-        run = iperf3_flows(
-            plain.net, [("h1", "h5"), ("h2", "h6")], seconds=15, extra_args=("--cport", "40000")
-        )
-    finally:
-        stop.set()
-        sampler.join()
-    rates = [
-        (t1 - t0, 8 * (a1 - a0) / (t1 - ta) / 1e6, 8 * (b1 - b0) / (t1 - ta) / 1e6)
-        for (ta, a0, b0), (t1, a1, b1) in itertools.pairwise(samples)
-    ]
+    rates, run = collide(plain, seconds=15)
     links = plain.api.topology()["links"]
     learned = sorted({(lk["capacity_source"], round(lk["capacity_bps"] / 1e6, 2)) for lk in links})
     busy_both = [t for t, a, b in rates if a > 0.6 * RATE and b > 0.6 * RATE]
