@@ -126,6 +126,22 @@ bench-patterns: setup faucet-venv
 bench-dragonfly: setup
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.patterns --fabric dragonfly
 
+## Equipped and plain fabrics side by side in one run (docs/benchmarks.md, "Plain and
+## equipped fabrics"): the fat-tree patterns (~20 min) and the collectives, quick (~25 min).
+.PHONY: bench-patterns-both bench-collectives-both
+bench-patterns-both: setup
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.sidebyside patterns \
+		--modes nonblocking,ecmp,loom --seeds 1 --seconds 20 --rate 4
+bench-collectives-both: setup torch
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.sidebyside collectives \
+		--quick --modes ecmp,unregistered,loom
+
+## What new flows cost the core (docs/benchmarks.md §9), placement at the first packet on and
+## off side by side; the core alone, no emulation.
+.PHONY: bench-newflows
+bench-newflows: venv
+	$(PY) -m mininet_scenarios.bench.newflows
+
 ## The same patterns on a plain fabric: no class tree, the kernel's queues, Loom told nothing.
 .PHONY: bench-patterns-plain
 bench-patterns-plain: setup faucet-venv

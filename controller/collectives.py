@@ -19,6 +19,7 @@ from typing import Any
 from controller.jobspec import JobSpec, Pair
 from controller.model import (
     ETH_TYPE_IPV4,
+    Action,
     CookieKind,
     FlowRule,
     Match,
@@ -29,10 +30,10 @@ from controller.model import (
     make_cookie,
 )
 from controller.owners import Plan
-from controller.placement import Demand, Link, Path, minimal_paths, place
+from controller.placement import Demand, Link, Path, minimal_paths, place, reverse_path
 from controller.qos import CLASSES, ack_marks, mark
 from controller.routing import Routes
-from controller.topology import Topology
+from controller.topology import Host, Topology
 
 PRIO_JOB = 200  # above tracked flows (100): a job's pairs are placed, not re-pinned by TE
 
@@ -101,8 +102,9 @@ def place_job(
 def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
     """Rules for a placed job: mark and steer at each sender's ingress, pin in transit.
     The reverse direction of a pair that only one side sends on carries its ACKs: they go
-    in the control class, ahead of data, or a hop's ACKs would wait behind the queue of
-    another hop's data (and of bulk traffic) and stall the lock-step ring."""
+    the way back of the pair's path and in the control class, ahead of data, or a hop's
+    ACKs would wait behind the queue of another hop's data (and of bulk traffic) and
+    stall the lock-step ring."""
     spec = job.spec
     cookie = make_cookie(CookieKind.JOB, spec.ident)
     marks = mark(CLASSES[spec.traffic_class], qos)
@@ -135,13 +137,50 @@ def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
                     dpid,
                     FlowRule(Table.PIN, PRIO_JOB, Match.of(**pair), (Output(port),), cookie=cookie),
                 )
-        if (b, a) not in senders and acks:
-            back = Match.of(in_port=dst.port, eth_type=ETH_TYPE_IPV4, ipv4_src=b, ipv4_dst=a)
-            add(
-                dst.dpid,
-                FlowRule(Table.PIN, PRIO_JOB, back, acks, goto=Table.ROUTE, cookie=cookie),
-            )
+        if (b, a) not in senders:
+            for dpid, rule in _way_back(pair, path, src.dpid, dst, routes, acks, cookie):
+                add(dpid, rule)
     return plan
+
+
+def _way_back(
+    pair: dict[str, MatchValue],
+    path: Path,
+    src_dpid: int,
+    dst: Host,
+    routes: Routes,
+    acks: tuple[Action, ...],
+    cookie: int,
+) -> list[tuple[int, FlowRule]]:
+    """The reverse direction of a pair only one side sends on (its ACKs): on the way back
+    of the pair's path, so a link carries the ACKs of the one hop whose data crosses it
+    the other way and no more (as a host's own link does); marked ``acks`` where there
+    are queues."""
+    back: dict[str, MatchValue] = {
+        "eth_type": ETH_TYPE_IPV4,
+        "ipv4_src": pair["ipv4_dst"],
+        "ipv4_dst": pair["ipv4_src"],
+    }
+    at_dst = Match.of(in_port=dst.port, **back)
+    way = reverse_path(routes, path) if path else None
+    if not way:
+        if not acks:
+            return []
+        return [
+            (dst.dpid, FlowRule(Table.PIN, PRIO_JOB, at_dst, acks, goto=Table.ROUTE, cookie=cookie))
+        ]
+    rules = [
+        (dst.dpid, FlowRule(Table.PIN, PRIO_JOB, at_dst, (*acks, Output(way[0][1])), cookie=cookie))
+    ]
+    for dpid, port in way[1:]:
+        if routes.next_ports(dpid, src_dpid) != (port,):
+            rules.append(
+                (
+                    dpid,
+                    FlowRule(Table.PIN, PRIO_JOB, Match.of(**back), (Output(port),), cookie=cookie),
+                )
+            )
+    return rules
 
 
 def describe(job: JobState, topo: Topology, names: Callable[[int], str]) -> dict[str, Any]:

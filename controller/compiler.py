@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import functools
 import ipaddress
+import itertools
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -166,7 +167,10 @@ def flow_plan(
 ) -> Plan:
     """A tracked flow's rules: its accounting rule at the ingress (counting, ``marks``
     such as a traffic class, then the default route; or straight out of its first pinned
-    hop) and a pin at every transit switch where the default could choose differently."""
+    hop) and a pin at every transit switch where the default could choose differently.
+    A pin matches the port the path arrives by: one rule, where a pin for any in-port
+    would need failover siblings for the ports detours arrive by (a packet that comes
+    another way, on a detour, takes the default route, which delivers it too)."""
     cookie = make_cookie(CookieKind.FLOW, key.ident)
     fields = key.match_fields()
     at_ingress = Match.of(in_port=in_port, **fields)
@@ -177,13 +181,13 @@ def flow_plan(
         first = FlowRule(Table.PIN, PRIO_FLOW, at_ingress, marks, goto=Table.ROUTE, cookie=cookie)
     plan: Plan = {ingress: SwitchRules()}
     plan[ingress].add_flow(first)
-    for dpid, port in (path or ())[1:]:
+    for (before, left_by), (dpid, port) in itertools.pairwise(path or ()):
         if routes.next_ports(dpid, dest) == (port,):
             continue  # the only next hop: the default route already goes there
+        link = routes.graph.get_edge_data(before, dpid, left_by)
+        at = Match.of(**fields, in_port=link["dst_port"]) if link else Match.of(**fields)
         rules = plan.setdefault(dpid, SwitchRules())
-        rules.add_flow(
-            FlowRule(Table.PIN, PRIO_FLOW, Match.of(**fields), (Output(port),), cookie=cookie)
-        )
+        rules.add_flow(FlowRule(Table.PIN, PRIO_FLOW, at, (Output(port),), cookie=cookie))
     return plan
 
 

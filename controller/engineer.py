@@ -50,6 +50,7 @@ from controller.placement import (
     estimate_demands,
     minimal_paths,
     place,
+    reverse_path,
     valiant_choice,
     valiant_paths,
 )
@@ -63,7 +64,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("loom.te")
 PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
+# What a flow placed at its first packet is assumed to add to each link of its path, as a
+# share of the link, until its rate is first measured (then the port counters show it):
+YOUNG_SHARE = 1.0  # any new flow may be an elephant
+ACK_SHARE = 0.05  # the reverse of a tracked TCP flow: its ACK stream, about 1/20 of the data
 Capacity = Callable[[PortRef], float]
+Load = Callable[[PortRef], float]  # a link's measured load, as a share of its capacity
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,7 @@ class TeConfig:
     path_policy: str = "adaptive"
     ack_priority: bool = True  # elephants' ACK streams ride the control class
     max_candidates: int = 16
+    place_new: bool = True  # each new flow pinned at its first packet onto the least-loaded path
     max_flows: int = 20_000  # tracked flows at most (rules and memory stay bounded)
     new_flows_per_port: int = 100  # per second; above it a port stops being tracked ...
     quiet_seconds: float = 10.0  # ... for this long (its traffic still flows)
@@ -118,17 +125,31 @@ class TrafficEngineer:
         self.timings: list[tuple[str, float]] = []
         self._residual: dict[PortRef, float] = {}
         self._new_flows: dict[PortRef, list[float]] = {}
+        self.placed: set[FlowKey] = set()  # elephants whose path placement chose
+        self._young: dict[FlowKey, tuple[Path, float]] = {}  # placed, rate not yet measured
+        self._young_load: dict[PortRef, float] = {}  # per link: the young flows' shares
+        self._minimal: dict[tuple[int, int], list[Path]] = {}  # candidates per switch pair
+        self._minimal_of: Routes | None = None  # ... for these routes
         self.quiet: dict[PortRef, float] = {}  # port -> until when its flows go untracked
         self.events: Counter[str] = Counter()
         self._next_run = 0.0
 
     # -- events ---------------------------------------------------------------
     def caught(
-        self, now: float, topo: Topology, routes: Routes, dpid: int, port: int, frame: EthFrame
+        self,
+        now: float,
+        topo: Topology,
+        routes: Routes,
+        at: PortRef,
+        frame: EthFrame,
+        load: Load | None = None,
     ) -> dict[Owner, Plan]:
-        """The first packet of a flow from a host: start accounting for it. A port that
+        """The first packet of a flow from a host (at switch port ``at``): start
+        accounting for it and, with ``place_new``, pin it onto the least-loaded of its
+        equal-cost paths (``load``: a link's measured share of its capacity). A port that
         opens flows faster than ``new_flows_per_port`` (a scan, a flood) is no longer
         copied to the controller for ``quiet_seconds``."""
+        dpid, port = at
         if (dpid, port) in self.quiet:  # the switch's backlog from before the pause: cheap
             return {}
         key = FlowKey.of_frame(frame)
@@ -142,7 +163,88 @@ class TrafficEngineer:
         if len(recent) > self.config.new_flows_per_port:
             return self._quiet(now, dpid, port)
         self.flows.seen(now, key, src.mac, dst.mac, dpid, port)
+        if self.config.place_new and load is not None:
+            self._place_new(key, dpid, dst.dpid, routes, load)
         return {owner_of(key): self._plan(self.flows.flows[key], topo, routes)}
+
+    def _place_new(self, key: FlowKey, src: int, dst: int, routes: Routes, load: Load) -> None:
+        """The path whose busiest link is least loaded (measured share plus the young
+        flows placed on it since), then the least loaded in sum; ties go round by the
+        flow's id, so equal paths share new flows evenly and repeatably."""
+        cands = self._minimal_paths(src, dst, routes)
+        if len(cands) < 2:
+            return  # one way only (or none): the default route is that way
+        turn = key.ident % len(cands)
+        young = self._young_load
+
+        def cost(path: Path) -> tuple[float, float]:
+            shares = [load(link) + young.get(link, 0.0) for link in path]
+            return max(shares), sum(shares)
+
+        acks = key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows
+        back = self._way_back(key, routes, cands) if acks else None
+        path = back or min(cands[turn:] + cands[:turn], key=cost)
+        share = ACK_SHARE if acks else YOUNG_SHARE
+        self.paths[key] = path
+        log.debug("placed %s on %s", key, path)
+        self.events["flows_placed"] += 1
+        self._young[key] = (path, share)
+        for link in path:
+            young[link] = young.get(link, 0.0) + share
+
+    def _minimal_paths(self, src: int, dst: int, routes: Routes) -> list[Path]:
+        """Equal-cost paths between two switches, kept until the routes change."""
+        if self._minimal_of is not routes:
+            self._minimal, self._minimal_of = {}, routes
+        cands = self._minimal.get((src, dst))
+        if cands is None:
+            cands = self._minimal[(src, dst)] = minimal_paths(
+                routes, src, dst, self.config.max_candidates
+            )
+        return cands
+
+    def _way_back(self, key: FlowKey, routes: Routes, cands: list[Path]) -> Path | None:
+        """For a TCP flow's ACK stream (``key``): the reverse of its data's path, if that
+        is one of its own equal-cost paths. Each link then carries, besides its data, the
+        ACKs of the one flow whose data crosses it the other way, as a host's link does:
+        no fabric link carries more than the sender's own, so no FIFO queue builds up in
+        the fabric for other flows' ACKs to wait behind (on ports with no priority queue
+        that would stretch their round trips by up to a full queue per hop)."""
+        data = self.paths.get(key.reverse())
+        back = reverse_path(routes, data) if data else None
+        return back if back in cands else None
+
+    def _acks_follow(
+        self, elephants: list[TrackedFlow], topo: Topology, routes: Routes
+    ) -> dict[Owner, Plan]:
+        """Keep each TCP elephant's ACK stream (while no elephant itself) on the way back
+        of the elephant's path, as it moves (see ``_way_back``)."""
+        plans: dict[Owner, Plan] = {}
+        for e in elephants:
+            back = self.flows.flows.get(e.key.reverse())
+            if e.key.ip_proto != IP_PROTO_TCP or back is None or back.elephant:
+                continue
+            dst = topo.hosts.get(back.dst_mac)
+            if dst is None:
+                continue
+            cands = self._minimal_paths(back.ingress, dst.dpid, routes)
+            way = self._way_back(back.key, routes, cands)
+            if way is not None and way != self.paths.get(back.key):
+                self.paths[back.key] = way
+                plans[owner_of(back.key)] = self._plan(back, topo, routes)
+        return plans
+
+    def _grown_up(self, key: FlowKey) -> None:
+        """A placed flow's rate is measured (or it is gone): the counters show it now."""
+        placed = self._young.pop(key, None)
+        if placed is None:
+            return
+        if not self._young:
+            self._young_load.clear()  # (no drift from the running sums)
+            return
+        path, share = placed
+        for link in path:
+            self._young_load[link] = self._young_load.get(link, 0.0) - share
 
     def _quiet(self, now: float, dpid: int, port: int) -> dict[Owner, Plan]:
         if (dpid, port) in self.quiet:
@@ -174,7 +276,10 @@ class TrafficEngineer:
             key = FlowKey.of_match(s.match)
             flow = self.flows.flows.get(key) if key else None
             if flow is not None and flow.ingress == dpid and s.match.get("in_port") is not None:
+                measured = flow.sampled_at is not None  # this reading gives it a rate
                 self.flows.counted(now, flow.key, s.bytes, capacity((dpid, flow.in_port)))
+                if measured:
+                    self._grown_up(flow.key)
 
     def forget_switch(self, dpid: int) -> list[Owner]:
         gone = self.flows.forget_switch(dpid)
@@ -220,7 +325,9 @@ class TrafficEngineer:
             if not all(link in live_links for link in path):
                 log.info("path of %s lost %s", key, [lk for lk in path if lk not in live_links])
                 del self.paths[key]
-                self.reroutes["link_down"] += 1
+                self._grown_up(key)
+                if (flow := self.flows.flows.get(key)) is not None and flow.elephant:
+                    self.reroutes["link_down"] += 1  # (a mouse back on its default: no news)
         self._next_run = 0.0
         return {owner_of(f.key): self._plan(f, topo, routes) for f in self.flows.flows.values()}
 
@@ -229,7 +336,9 @@ class TrafficEngineer:
     ) -> dict[Owner, Plan]:
         elephants = [f for f in self.flows.elephants() if f.dst_mac in topo.hosts]
         plans: dict[Owner, Plan] = {}
-        for key in sorted(set(self.paths) - {f.key for f in elephants}):
+        kept = set(self.flows.flows) if self.config.place_new else set()  # stay where placed
+        self.placed &= {f.key for f in elephants}
+        for key in sorted(set(self.paths) - {f.key for f in elephants} - kept):
             del self.paths[key]  # no longer an elephant: back to the default route
             self.staged.pop(key, None)
             gone = self.flows.flows.get(key)
@@ -248,9 +357,13 @@ class TrafficEngineer:
         self.last_max_utilization = placement.max_utilization
         for flow in elephants:
             path = placement.paths.get(flow.key)
-            if path is None or path == self.paths.get(flow.key):
+            if path is None:
                 continue
-            reason = "new_elephant" if flow.key not in self.paths else "congestion"
+            known = flow.key in self.placed
+            self.placed.add(flow.key)
+            if path == self.paths.get(flow.key):
+                continue
+            reason = "congestion" if known else "new_elephant"
             self.reroutes[reason] += 1
             log.info(
                 "%s %s (%.2f Mbit/s): %s -> %s",
@@ -266,6 +379,8 @@ class TrafficEngineer:
             plans[owner_of(flow.key)] = self._stage(
                 flow.key, old, self._plan(flow, topo, routes), now
             )
+        if self.config.place_new:
+            plans.update(self._acks_follow(elephants, topo, routes))
         plans.update(self._mark_acks(elephants, topo, routes))
         return plans
 
@@ -305,7 +420,9 @@ class TrafficEngineer:
                 continue
             rate = share * capacity((flow.ingress, flow.in_port))
             held = now - self.moved_at.get(flow.key, -1e9) < self.config.hold_down
-            demands.append(Demand(flow.key, rate, tuple(cands), self.paths.get(flow.key), not held))
+            where = self.paths.get(flow.key)
+            current = where if flow.key in self.placed else None  # first packet's: a hint
+            demands.append(Demand(flow.key, rate, tuple(cands), current, not held, where))
         return demands
 
     def _candidates(
@@ -374,6 +491,8 @@ class TrafficEngineer:
         )
 
     def _drop(self, key: FlowKey) -> None:
+        self._grown_up(key)
+        self.placed.discard(key)
         self.acks.discard(key)
         self.paths.pop(key, None)
         self.staged.pop(key, None)

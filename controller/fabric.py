@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from controller.addressing import AddressBook
 from controller.arp import ArpService
 from controller.cadence import Cadence, lldp_on
-from controller.capacity import Capacities
 from controller.compiler import RuleStore, held_hosts
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.jobs import JobBook
@@ -55,6 +54,7 @@ from controller.model import (
 )
 from controller.owners import OwnerKind, Plans
 from controller.qos import ack_marks
+from controller.readings import Readings
 from controller.routekeeper import RouteKeeper
 from controller.sources import (
     BasePipeline,
@@ -66,7 +66,6 @@ from controller.sources import (
     TenantAdmission,
 )
 from controller.sync import SwitchSync
-from controller.telemetry import Telemetry
 from controller.tenants import TenantView
 from controller.topology import Host, Topology
 
@@ -125,14 +124,14 @@ class Fabric:
         self._reguard: set[int] = set()  # switches whose routes new failover groups change
         self._wave: set[int] = set()  # switches given their first skeleton in this pass
         self._resend: set[int] = set()  # ... whose LLDP goes again once the wave is in
-        self.telemetry = Telemetry()
-        configured = self.config.link_capacity_mbps
-        self.capacities = Capacities(configured * 1e6 if configured else None)
         self.tenants = TenantView.of(None)
         self.base = BasePipeline(self.config.te.enabled, self.config.qos)
         self.routing = Routing(self.book)
         self.dests = Destinations(self.book)
         self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
+        configured = self.config.link_capacity_mbps
+        self.readings = Readings(self.topo, self.te.flows, configured * 1e6 if configured else None)
+        self.telemetry, self.capacities = self.readings.telemetry, self.readings.capacities
         self.jobs = JobBook(self.config.qos)
         self.admission = TenantAdmission()
         self.limits = NO_LIMITS  # switch profiles (the policy's hardware section)
@@ -275,9 +274,8 @@ class Fabric:
         if isinstance(frame, EthFrame) and cookie_kind(pkt.cookie) is CookieKind.CATCH:
             self.events["flow_in"] += 1
             frame = replace(frame, eth_dst=self.book.host_at(frame.eth_dst) or frame.eth_dst)
-            return self._commit(
-                self.te.caught(now, self.topo, self.routes, pkt.dpid, pkt.in_port, frame)
-            )
+            at = (pkt.dpid, pkt.in_port)
+            return self._commit(self.te.caught(now, self.topo, self.routes, at, frame, self.load))
         if isinstance(frame, EthFrame):
             return self._route_miss(pkt, frame)
         self.events["undecodable_in"] += 1
@@ -309,13 +307,7 @@ class Fabric:
 
     # -- counters ---------------------------------------------------------------
     def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> Messages:
-        """Counters of ports the switch has (made-up port numbers: counted, dropped)."""
-        switch = self.topo.switches.get(dpid)
-        known = [s for s in stats if switch is not None and s.port_no in switch.ports]
-        self.events["stats_unknown_port"] += len(stats) - len(known)
-        tcp, caps = self.te.flows.tcp_bps, self.capacities
-        intervals = self.telemetry.port_stats(now, dpid, known, tcp > 0 or caps.watches(dpid))
-        caps.learn(now, intervals, self.topo.reported_bps, self.topo.edge_ports(dpid), tcp)
+        self.events["stats_unknown_port"] += self.readings.port_stats(now, dpid, stats)
         return {}
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
@@ -327,9 +319,11 @@ class Fabric:
         self.telemetry.group_stats(now, dpid, stats)
         return {}
 
+    def load(self, link: PortRef) -> float:
+        return self.readings.load(link)
+
     def capacity(self, ref: PortRef) -> float:
-        """Bits/s a port carries, as Loom believes it (``controller.capacity``)."""
-        return self.capacities.belief(ref, self.topo.reported_bps(ref)).bps
+        return self.readings.capacity(ref)
 
     # -- time -----------------------------------------------------------------
     def tick(self, now: float) -> Messages:

@@ -90,6 +90,12 @@ METRICS = [
         "Flows moved to another path, by reason (new_elephant, congestion, link_down).",
     ),
     MetricDoc(
+        "loom_flows_placed_total",
+        "counter",
+        (),
+        "New flows pinned at their first packet onto the least-loaded equal-cost path.",
+    ),
+    MetricDoc(
         "loom_te_max_link_utilization_ratio",
         "gauge",
         (),
@@ -357,9 +363,11 @@ class FabricCollector(Collector):
         reroutes = self._family("loom_reroutes_total")
         for reason in ("new_elephant", "congestion", "link_down"):
             reroutes.add_metric([reason], v.reroutes.get(reason, 0))
+        placed = self._family("loom_flows_placed_total")
+        placed.add_metric([], v.events.get("te.flows_placed", 0))
         peak = self._family("loom_te_max_link_utilization_ratio")
         peak.add_metric([], v.max_link_utilization)
-        yield from (tracked, elephants, rates, reroutes, peak)
+        yield from (tracked, elephants, rates, reroutes, placed, peak)
 
     def _jobs(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         v = self.view

@@ -12,6 +12,7 @@ the same inputs always give the same plan.
 
 from __future__ import annotations
 
+import heapq
 import random
 import zlib
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -123,6 +124,21 @@ def _lookup(table: dict[int, tuple[int, ...]]) -> Callable[[int], tuple[int, ...
     return lambda node: table.get(node, ())
 
 
+def reverse_path(routes: Routes, path: Path) -> Path | None:
+    """The links of ``path`` crossed the other way, last first: where a TCP flow's ACK
+    stream meets, on each link, only the data of the flow whose path runs the other way
+    there (``None`` if a link has no live way back)."""
+    back = []
+    peer = routes.peer()
+    for u, port in reversed(path):
+        v = peer.get((u, port))
+        link = routes.graph.get_edge_data(u, v, port) if v is not None else None
+        if link is None or not routes.graph.has_edge(v, u, link["dst_port"]):
+            return None
+        back.append((cast(int, v), int(link["dst_port"])))
+    return tuple(back)
+
+
 def path_nodes(g: nx.MultiDiGraph, path: Path, src: int) -> list[int]:
     peer = {(u, k): v for u, v, k in g.edges(keys=True)}
     nodes = [src]
@@ -223,6 +239,7 @@ class Demand:
     candidates: tuple[Path, ...]
     current: Path | None = None
     movable: bool = True
+    hint: Path | None = None  # where the flow already runs, though not placed here: on a tie
 
 
 @dataclass(frozen=True)
@@ -284,12 +301,15 @@ def place(
             loads.add(d.current, d.rate)
     for d in items:
         if d.key not in chosen:
-            best = min(d.candidates, key=lambda p: (loads.bottleneck(p, d.rate), len(p), p))
+            best = min(
+                d.candidates, key=lambda p: (loads.bottleneck(p, d.rate), p != d.hint, len(p), p)
+            )
             chosen[d.key] = best
             loads.add(best, d.rate)
     _improve(items, chosen, loads, margin, max_rounds)
-    if loads.objective()[0] > 1.0 + 1e-9 and len(items) <= SEARCH_MAX_DEMANDS:
-        exact = _search(items, capacity, background or {}, search_budget)
+    full = 1.0 + margin  # a link within ``margin`` of its capacity is full, not over it
+    if loads.objective()[0] > full and len(items) <= SEARCH_MAX_DEMANDS:
+        exact = _search(items, capacity, background or {}, search_budget, full)
         if exact is not None:
             chosen = exact
             loads = _Loads(capacity, background or {})
@@ -307,36 +327,57 @@ def place(
 def _improve(
     items: list[Demand], chosen: dict[Hashable, Path], loads: _Loads, margin: float, rounds: int
 ) -> None:
-    """Move single flows while that lowers (max, sum of squares) by more than ``margin``."""
+    """Move single flows while that lowers (max, sum of squares) by more than ``margin``:
+    off the hottest link, or else off the next hottest ones over capacity (a link no flow
+    can leave, such as a host's, must not stop the others from being relieved)."""
     for _ in range(rounds):
         base = loads.objective()
-        best: tuple[tuple[float, float], Hashable, Path] | None = None
-        hot = max(loads.load, key=lambda link: (loads.util(link), link), default=None)
-        if hot is None:
+        hottest = heapq.nlargest(HOT_LINKS, loads.load, key=lambda link: (loads.util(link), link))
+        over = [hot for i, hot in enumerate(hottest) if i == 0 or loads.util(hot) > 1.0]
+        for hot in over:
+            found = _best_move(items, chosen, loads, hot, base, margin)
+            if found is not None:
+                break
+        else:
             return
-        for d in items:
-            if not d.movable or hot not in chosen[d.key]:
-                continue
-            loads.add(chosen[d.key], -d.rate)
-            for path in d.candidates:
-                if path == chosen[d.key]:
-                    continue
-                loads.add(path, d.rate)
-                obj = loads.objective()
-                loads.add(path, -d.rate)
-                if _better(obj, base, margin) and (
-                    best is None
-                    or (obj, _key_order(d.key), path) < (best[0], _key_order(best[1]), best[2])
-                ):
-                    best = (obj, d.key, path)
-            loads.add(chosen[d.key], d.rate)
-        if best is None:
-            return
-        _, key, path = best
+        key, path = found
         d = next(x for x in items if x.key == key)
         loads.add(chosen[key], -d.rate)
         loads.add(path, d.rate)
         chosen[key] = path
+
+
+HOT_LINKS = 8  # links over capacity, hottest first, whose flows a round tries to move
+
+
+def _best_move(
+    items: list[Demand],
+    chosen: dict[Hashable, Path],
+    loads: _Loads,
+    hot: Link,
+    base: tuple[float, float],
+    margin: float,
+) -> tuple[Hashable, Path] | None:
+    """The single move of a flow off ``hot`` that lowers the objective most (by more
+    than ``margin``), ties broken by key and path."""
+    best: tuple[tuple[float, float], Hashable, Path] | None = None
+    for d in items:
+        if not d.movable or hot not in chosen[d.key]:
+            continue
+        loads.add(chosen[d.key], -d.rate)
+        for path in d.candidates:
+            if path == chosen[d.key]:
+                continue
+            loads.add(path, d.rate)
+            obj = loads.objective()
+            loads.add(path, -d.rate)
+            if _better(obj, base, margin) and (
+                best is None
+                or (obj, _key_order(d.key), path) < (best[0], _key_order(best[1]), best[2])
+            ):
+                best = (obj, d.key, path)
+        loads.add(chosen[d.key], d.rate)
+    return None if best is None else (best[1], best[2])
 
 
 def _better(obj: tuple[float, float], base: tuple[float, float], margin: float) -> bool:
@@ -350,8 +391,10 @@ def _search(
     capacity: Mapping[Link, float],
     background: Mapping[Link, float],
     budget: int,
+    full: float = 1.0 + 1e-9,
 ) -> dict[Hashable, Path] | None:
-    """Depth-first search for an assignment with every link within capacity, most
+    """Depth-first search for an assignment with every link within capacity (at most
+    ``full`` of it: measured capacities and demands are only so exact), most
     constrained flow first; ``None`` when there is none or the budget runs out. The
     budget counts candidate paths weighed (each step weighs every remaining demand's),
     so a large job gives up after a bounded time rather than a bounded depth."""
@@ -360,7 +403,7 @@ def _search(
     nodes = 0
 
     def fits(path: Path, rate: float) -> bool:
-        return loads.bottleneck(path, rate) <= 1.0 + 1e-9
+        return loads.bottleneck(path, rate) <= full
 
     def recurse(remaining: list[Demand]) -> bool:
         nonlocal nodes
@@ -376,7 +419,8 @@ def _search(
         d = remaining[idx]
         rest = remaining[:idx] + remaining[idx + 1 :]
         for path in sorted(
-            _allowed(d), key=lambda p: (p != d.current, loads.bottleneck(p, d.rate), len(p), p)
+            _allowed(d),
+            key=lambda p: (p != d.current, p != d.hint, loads.bottleneck(p, d.rate), len(p), p),
         ):
             if fits(path, d.rate):
                 loads.add(path, d.rate)

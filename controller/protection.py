@@ -247,9 +247,7 @@ class ProtectionPlanner:
                 self._drop_tunnel(hop)
                 self._groups.pop(hop, None)
 
-    def _renumber(
-        self, known: Iterable[Hop] | None, went: list[Hop], came: list[Hop]
-    ) -> bool:
+    def _renumber(self, known: Iterable[Hop] | None, went: list[Hop], came: list[Hop]) -> bool:
         """Keep the numbered links (known or live) up to date; True if tunnel ids change.
         Cheap unless a never-seen link came (or an unknown one went)."""
         learned, forgotten = self._learn(known) if known is not None else (set(), set())

@@ -11,6 +11,7 @@
 | LOOM_ELEPHANT_SHARE | 0.1 | share of the ingress link that makes a flow an elephant |
 | LOOM_PATH_POLICY | adaptive | dragonflies: adaptive (UGAL-like), minimal or valiant |
 | LOOM_ACK_PRIORITY | on | elephants' ACK streams ride the control class (with TE and QoS) |
+| LOOM_PLACE_NEW_FLOWS | on | pin new flows at their first packet on the least-loaded path (TE on) |
 | LOOM_METRICS_PORT | 9108 | Prometheus endpoint port (0: off) |
 | LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
 | LOOM_FAST_FAILOVER | on | failover groups with precomputed detours for every fabric link |
@@ -124,6 +125,7 @@ class Settings:
                 env, "LOOM_PATH_POLICY", _policy, t.path_policy, " or ".join(POLICIES)
             ),
             ack_priority=_get(env, "LOOM_ACK_PRIORITY", _switch, t.ack_priority, "on or off"),
+            place_new=_get(env, "LOOM_PLACE_NEW_FLOWS", _switch, t.place_new, "on or off"),
         )
         fabric = FabricConfig(
             lldp_interval=_get(

@@ -5,7 +5,8 @@ Starts a real Prometheus server (loopback), Loom's controller with a two-tenant 
 class (collective ahead of control ahead of bulk). Then tells a story, one step at a time:
 
 1. discovery with no topology file, and a pingall that follows the tenants;
-2. two elephants hashed onto one uplink, and Loom re-pinning one (rates, paths, metric);
+2. two elephants ECMP hashing would put on one uplink, placed apart by Loom at their
+   first packet (rates, paths, metric);
 3. a real gloo all-reduce registered through ``POST /loom/v1/jobs``, alone and under bulk;
 4. one tenant attacking another with crafted frames: the victim receives none;
 5. plots drawn from Prometheus; 6. a summary table, also in ``summary.json``.
@@ -82,7 +83,7 @@ def render_plots(demo: Demo, run_dir: Path) -> None:
             edge,
             list(uplinks(graph, edge).values()),
             (m["collision_start"], m["collision_end"]),
-            m.get("repin"),
+            m.get("apart"),
             demo.rate,
         )
         plots["collision"] = str(path)
@@ -113,13 +114,9 @@ def summary_rows(s: dict[str, Any]) -> list[list[Any]]:
     col = s.get("collision")
     if col:
         for label, f in col["flows"].items():
-            rows.append(
-                [
-                    f"elephant {label}: shared -> re-pinned",
-                    f"{f['before_mbps']} -> {f['after_mbps']} Mbit/s",
-                ]
-            )
-        rows.append(["re-pinned after", f"{col['repinned_after_s']} s"])
+            rows.append([f"elephant {label}: after its first second", f"{f['steady_mbps']} Mbit/s"])
+        rows.append(["both uplinks busy after", f"{col['apart_after_s']} s"])
+        rows.append(["loom_flows_placed_total", col["loom_flows_placed_total"]])
         rows.append(["loom_reroutes_total", col["loom_reroutes_total"]])
     job = s.get("collective")
     if job:
@@ -184,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
                 say(f"REST API at {stack.api.base_url}/loom/v1/health")
                 banner(1, "discovery and pingall")
                 guarded(demo, "discovery", lambda: step_discovery(demo))
-                banner(2, "ECMP collision, then Loom re-pins")
+                banner(2, "two elephants ECMP would collide, placed apart at their first packet")
                 guarded(demo, "collision", lambda: step_collision(demo, args.seconds))
                 banner(3, "a collective job ahead of bulk traffic")
                 guarded(

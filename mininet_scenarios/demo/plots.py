@@ -87,19 +87,20 @@ def plot_collision(
     edge: str,
     aggs: Sequence[str],
     window: tuple[float, float],
-    repin: float | None,
+    apart: float | None,
     rate: float,
 ) -> tuple[Path, list[Series]]:
     """Load on an edge switch's uplinks (Loom's ``loom_link_load_bits_per_second``)."""
     start, end = window[0] - 3, window[1] + 3
     expr = f'loom_link_load_bits_per_second{{src_switch="{edge}",dst_switch=~"{"|".join(aggs)}"}}'
     series = to_series(prom.query_range(expr, start, end, 1.0), start, 1e-6, keys=("dst_switch",))
-    fig, ax = _figure(f"ECMP collision on {edge}'s uplinks and Loom's re-pin", "Mbit/s")
+    title = f"Two elephants ECMP would collide on {edge}'s uplinks, placed apart"
+    fig, ax = _figure(title, "Mbit/s")
     for s in series:
         ax.plot(s.times, s.values, marker=".", label=f"{edge} -> {s.label.split('=')[-1]}")
     ax.axhline(rate, color="grey", linestyle=":", label=f"link rate {rate:g} Mbit/s")
-    if repin is not None:
-        ax.axvline(repin - start, color="red", linestyle="--", label="re-pinned by Loom")
+    if apart is not None:
+        ax.axvline(apart - start, color="red", linestyle="--", label="both uplinks busy")
     ax.set_ylim(bottom=0)
     return _save(fig, ax, path), series
 

@@ -1,9 +1,10 @@
 """The shared part of ``make demo``: the :class:`Demo` every step runs on, pure helpers
-(the tenant split, the colliding pair, the re-pin time) that are tested without a fabric,
-and the first two steps:
+(the tenant split, the colliding pair, when both uplinks are busy) that are tested
+without a fabric, and the first two steps:
 
 * :func:`step_discovery`: discovery time and a pingall that follows the tenants.
-* :func:`step_collision`: two elephants hashed onto one uplink, and Loom moving one.
+* :func:`step_collision`: two elephants hashing would put on one uplink, placed apart by
+  Loom at their first packet.
 
 Step 3 is :mod:`mininet_scenarios.demo.jobs`, step 4 :mod:`mininet_scenarios.demo.attack`.
 """
@@ -114,11 +115,11 @@ def traffic_start(samples: Sequence[tuple[float, float, float]], rate: float) ->
     return next((t for t, a, b in samples if a + b > rate / 3), 0.0)
 
 
-def repin_time(
+def both_busy_time(
     samples: Sequence[tuple[float, float, float]], rate: float, share: float = 0.6
 ) -> float | None:
-    """When both uplinks first carry more than ``share`` of ``rate`` (the flows started on
-    one); ``samples`` are ``(t, Mbit/s on uplink A, Mbit/s on uplink B)``."""
+    """When both uplinks first carry more than ``share`` of ``rate`` (the two flows run
+    apart); ``samples`` are ``(t, Mbit/s on uplink A, Mbit/s on uplink B)``."""
     return next((t for t, a, b in samples if a > share * rate and b > share * rate), None)
 
 
@@ -259,6 +260,8 @@ def _flows_view(demo: Demo, keys: dict[str, tuple[str, str]], raw: list[Any]) ->
 
 
 def step_collision(demo: Demo, seconds: float) -> None:
+    """Two elephants that ECMP hashing alone puts on one uplink: Loom pins each at its
+    first packet onto the least-loaded path, so they never share one."""
     st, rate = demo.stack, demo.rate
     a, b = colliding_pair(st.graph, demo.tenants["research"])
     edge = st.graph.nodes[a[0]]["switch"]
@@ -267,9 +270,73 @@ def step_collision(demo: Demo, seconds: float) -> None:
     keys = {f"{a[0]}->{a[1]}": a, f"{b[0]}->{b[1]}": b}
     say(
         f"two {seconds:g} s iperf3 elephants {a[0]}->{a[1]} and {b[0]}->{b[1]}, same client port:"
-        f" their addresses XOR alike, so {edge}'s ECMP hash puts both on one uplink"
+        f" their addresses XOR alike, so {edge}'s ECMP hash alone would put both on one uplink;"
+        " Loom pins each flow at its first packet onto the least-loaded path"
     )
     reroutes0 = sum(demo.metric("sum by (reason) (loom_reroutes_total)").values())
+    samples, paths, raw, run = _sample_uplinks(demo, edge, ports, keys, [a, b], seconds)
+    write_json(st.run_dir / "flows-during-collision.json", raw)
+    start = traffic_start(samples, rate)
+    apart = both_busy_time(samples, rate)
+    if apart is not None:
+        demo.marks["apart"] = demo.marks["collision_start"] + apart
+    print(f"  {'t (s)':>6}  " + "  ".join(f"{edge}->{names[p]:<6}" for p in ports))
+    for i, (t, x, y) in enumerate(s for s in samples if s[0] >= start - 0.5):
+        if i < 10 or t == apart or i % 4 == 0:
+            note = "  <- both uplinks busy" if t == apart else ""
+            print(f"  {t:6.2f}  {x:10.2f}  {y:10.2f}   Mbit/s{note}")
+    history = {label: transitions([v.get(label, ABSENT) for _, v in paths]) for label in keys}
+    for label, states in history.items():
+        told = [" ".join(x) if x else "hashed by ECMP (not pinned)" for x in states]
+        print(f"  GET /loom/v1/flows {label}: " + "  ->  ".join(told or ["not seen"]))
+    rows = {}
+    for f, label in zip(run.flows, keys, strict=True):
+        _, steady = split_series(f.series, 0.25, 1.0)  # after the first second
+        rows[label] = {
+            "steady_mbps": round(statistics.fmean(steady), 2) if steady else None,
+            "mean_mbps": round(f.mbps, 2),
+        }
+        say(f"{label}: {rows[label]['steady_mbps']} Mbit/s after its first second")
+    time.sleep(2.5)  # two scrapes, so Prometheus has the last counters
+    reroutes = demo.metric("sum by (reason) (loom_reroutes_total)")
+    placed = demo.metric("loom_flows_placed_total")
+    delta = sum(reroutes.values()) - reroutes0
+    after = round(apart - start, 2) if apart is not None else None
+    demo.summary["collision"] = {
+        "flows": rows,
+        "apart_after_s": after,
+        "uplink": f"{edge}->{names[ports[0]]}/{names[ports[1]]}",
+        "paths": history,
+        "loom_reroutes_total": reroutes,
+        "loom_flows_placed_total": sum(placed.values()),
+    }
+    say(f"loom_reroutes_total by reason: {reroutes} (+{delta:g} during this step)")
+    demo.check(
+        "placed apart from the first packet",
+        after is not None
+        and after <= 1.5
+        and all(states and states[0] is not None for states in history.values()),
+        f"both uplinks busy {after} s after traffic started; first paths"
+        f" {[states[0] if states else None for states in history.values()]}",
+    )
+    demo.check(
+        "both elephants near link rate",
+        all((r["steady_mbps"] or 0) > 0.75 * rate for r in rows.values()),
+        f"{[r['steady_mbps'] for r in rows.values()]}",
+    )
+
+
+def _sample_uplinks(
+    demo: Demo,
+    edge: str,
+    ports: list[int],
+    keys: dict[str, tuple[str, str]],
+    pairs: list[tuple[str, str]],
+    seconds: float,
+) -> tuple[list[tuple[float, float, float]], list[tuple[float, dict[str, Any]]], list[Any], Any]:
+    """Run the iperf3 pairs while the edge's two uplinks and the flows API are sampled
+    every 0.25 s."""
+    st = demo.stack
     samples: list[tuple[float, float, float]] = []
     paths: list[tuple[float, dict[str, Any]]] = []
     raw: list[Any] = []
@@ -293,66 +360,13 @@ def step_collision(demo: Demo, seconds: float) -> None:
     thread.start()
     try:
         run = iperf3_flows(
-            st.net, [a, b], seconds=seconds, interval=0.25, extra_args=("--cport", str(CPORT))
+            st.net, pairs, seconds=seconds, interval=0.25, extra_args=("--cport", str(CPORT))
         )
     finally:
         stop.set()
         thread.join()
     demo.marks["collision_end"] = time.time()
-    write_json(st.run_dir / "flows-during-collision.json", raw)
-    start = traffic_start(samples, rate)
-    fixed = repin_time(samples, rate)
-    if fixed is not None:
-        demo.marks["repin"] = demo.marks["collision_start"] + fixed
-    first = [s for s in samples if s[0] >= start][1:4]
-    collided = any((x > 0.6 * rate) != (y > 0.6 * rate) for _, x, y in first)
-    print(f"  {'t (s)':>6}  " + "  ".join(f"{edge}->{names[p]:<6}" for p in ports))
-    for i, (t, x, y) in enumerate(s for s in samples if s[0] >= start - 0.5):
-        if i < 10 or t == fixed or i % 4 == 0:
-            note = "  <- both uplinks busy: re-pinned" if t == fixed else ""
-            print(f"  {t:6.2f}  {x:10.2f}  {y:10.2f}   Mbit/s{note}")
-    history = {label: transitions([v.get(label, ABSENT) for _, v in paths]) for label in keys}
-    for label, states in history.items():
-        told = [" ".join(x) if x else "hashed by ECMP (not pinned)" for x in states]
-        print(f"  GET /loom/v1/flows {label}: " + "  ->  ".join(told or ["not seen"]))
-    rows = {}
-    for f, label in zip(run.flows, keys, strict=True):
-        pre, post = split_series(f.series, 0.25, (fixed or start) - start)
-        rows[label] = {
-            "before_mbps": round(statistics.fmean(pre), 2) if pre else None,
-            "after_mbps": round(statistics.fmean(post), 2) if post else None,
-            "mean_mbps": round(f.mbps, 2),
-        }
-        say(
-            f"{label}: {rows[label]['before_mbps']} Mbit/s while sharing the uplink,"
-            f" {rows[label]['after_mbps']} Mbit/s after the re-pin"
-        )
-    time.sleep(2.5)  # two scrapes, so Prometheus has the last reroute
-    reroutes = demo.metric("sum by (reason) (loom_reroutes_total)")
-    delta = sum(reroutes.values()) - reroutes0
-    demo.summary["collision"] = {
-        "flows": rows,
-        "repinned_after_s": round(fixed, 2) if fixed is not None else None,
-        "uplink": f"{edge}->{names[ports[0]]}/{names[ports[1]]}",
-        "paths": history,
-        "loom_reroutes_total": reroutes,
-    }
-    say(f"loom_reroutes_total by reason: {reroutes} (+{delta:g} during this step)")
-    demo.check(
-        "collision formed",
-        collided,
-        f"first samples {[tuple(round(v, 1) for v in s) for s in first]}",
-    )
-    demo.check(
-        "Loom re-pinned an elephant",
-        fixed is not None and delta >= 1,
-        f"both uplinks busy after {fixed or 0:.1f} s, reroutes +{delta:g}",
-    )
-    demo.check(
-        "both elephants near link rate after",
-        all((r["after_mbps"] or 0) > 0.75 * rate for r in rows.values()),
-        f"{[r['after_mbps'] for r in rows.values()]}",
-    )
+    return samples, paths, raw, run
 
 
 def write_json(path: Path, doc: Any) -> None:

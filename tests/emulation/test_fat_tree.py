@@ -16,6 +16,7 @@ import pytest
 
 from mininet_scenarios.harness.stack import LoomStack, expected_links
 from mininet_scenarios.workloads.iperf import iperf3_flows
+from tests.emulation.collision_support import collide
 from topologies import fat_tree
 
 pytestmark = pytest.mark.emulation
@@ -60,6 +61,21 @@ def test_cross_pod_tcp_flow_reaches_90_percent_of_link_rate(fat: LoomStack) -> N
     record(fat.run_dir, "cross_pod_mbps", round(flow.mbps, 2))
     assert flow.error is None, flow.error
     assert flow.mbps >= 0.9 * RATE, f"{flow.mbps:.2f} Mbit/s of {RATE}"
+
+
+def test_two_elephants_hashing_would_collide_are_placed_apart_from_the_first_packet(
+    fat: LoomStack,
+) -> None:
+    """The pair ``collide`` runs shares one uplink under ECMP hashing (the traffic-
+    engineering tests show it with placement off); placed at their first packet, they run
+    apart from the start, on a fabric whose ports report 10 Gbit/s."""
+    rates, run = collide(fat, seconds=8)
+    start = next(t for t, a, b in rates if a + b > RATE / 3)
+    apart = next((t for t, a, b in rates if a > 0.6 * RATE and b > 0.6 * RATE), None)
+    record(fat.run_dir, "placed_pair_apart_after_s", apart and round(apart - start, 2))
+    record(fat.run_dir, "placed_pair_mbps", [round(f.mbps, 2) for f in run.flows])
+    assert apart is not None and apart - start <= 1.0, rates[:8]
+    assert all(f.mbps > 0.85 * RATE for f in run.flows), [f.mbps for f in run.flows]
 
 
 def core_tx_bytes(stack: LoomStack) -> dict[str, int]:

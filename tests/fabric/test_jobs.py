@@ -64,6 +64,7 @@ def test_ring_job_is_placed_marked_and_pinned(sim: LoomSim) -> None:
     assert res.status == 201, res.body
     assert res.body["status"] == "active" and len(res.body["paths"]) == 16
     used: Counter[tuple[str, str]] = Counter()
+    acked: Counter[tuple[str, str]] = Counter()
     for i, src in enumerate(order):
         dst = order[(i + 1) % 16]
         trace = sim.fake.trace(
@@ -78,8 +79,13 @@ def test_ring_job_is_placed_marked_and_pinned(sim: LoomSim) -> None:
         back = sim.fake.trace(dst, sim.fake.packet(dst, src))
         assert all(hop.packet["ip_dscp"] == 48 for br in back.branches for hop in br.hops)
         assert all(br.hops[0].queue_id == 2 for br in back.branches)
+        # ... on the way back of the hop's data: one path, the data's reversed
+        (way,) = back.branches
+        assert way.path == branch.path[::-1], (way.path, branch.path)
+        acked.update(zip(way.path, way.path[1:], strict=False))
     fabric_links = {k: v for k, v in used.items() if not k[0].startswith("h")}
     assert max(fabric_links.values()) == 1  # no link carries two hops of the ring
+    assert max(v for k, v in acked.items() if not k[0].startswith("h")) == 1  # nor their ACKs
     shown = call(sim, "GET", "/loom/v1/jobs/llm").body
     switch_of = {sim.graph.nodes[h]["ip"]: sim.graph.nodes[h]["switch"] for h in order}
     for p in shown["paths"]:  # each path runs from the sender's switch to the receiver's

@@ -50,7 +50,9 @@ def test_every_documented_metric_is_exposed() -> None:
     reroutes = {
         s.labels["reason"]: s.value for s in values["loom_reroutes"] if s.name.endswith("_total")
     }
-    assert reroutes["new_elephant"] == 1
+    assert reroutes["new_elephant"] == 0  # placed at its first packet: never moved
+    placed = [s.value for s in values["loom_flows_placed"] if s.name.endswith("_total")]
+    assert placed == [1]
     hist = [s for s in values["loom_path_computation_seconds"] if s.name.endswith("_count")]
     assert {s.labels["kind"] for s in hist} == {"routes", "te"}
     buckets = [s for s in values["loom_group_bucket_bytes"] if s.name.endswith("_total")]

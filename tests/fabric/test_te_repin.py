@@ -1,5 +1,9 @@
 """Traffic engineering on the fake fabric: elephants found from real flow counters,
-pinned to disjoint paths, and delivered with no loop before, during and after a move."""
+pinned to disjoint paths, and delivered with no loop before, during and after a move.
+
+Placement at the first packet is off here (``place_new``): these are the moves of flows
+that hashing put somewhere, which is also what happens to a flow whose placement went
+stale. ``test_te_first_packet`` has placement at the first packet."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from topologies import dragonfly, fat_tree
 CONFIG = FabricConfig(
     poll_interval=0.2,
     link_capacity_mbps=10.0,
-    te=TeConfig(enabled=True, te_interval=0.2, hold_down=0.5, stage_delay=0.2),
+    te=TeConfig(enabled=True, te_interval=0.2, hold_down=0.5, stage_delay=0.2, place_new=False),
 )
 
 
@@ -80,7 +84,7 @@ def test_delivery_during_and_after_a_move_forced_by_a_link_failure() -> None:
 
 
 def test_idle_flows_are_forgotten_and_their_rules_removed() -> None:
-    te = TeConfig(flow_idle_timeout=1.0)
+    te = TeConfig(flow_idle_timeout=1.0, place_new=False)
     config = FabricConfig(poll_interval=0.2, link_capacity_mbps=10.0, te=te)
     sim = LoomSim(fat_tree(4), config).start()
     sim.start_flow("h2", "h14", 40005, mbps=5)
@@ -148,7 +152,7 @@ def test_an_elephants_ack_stream_rides_the_control_class_while_the_elephant_last
 
 
 def test_ack_priority_off_leaves_ack_streams_unmarked() -> None:
-    te = TeConfig(enabled=True, te_interval=0.2, hold_down=0.5, ack_priority=False)
+    te = TeConfig(te_interval=0.2, hold_down=0.5, ack_priority=False, place_new=False)
     sim = LoomSim(fat_tree(4), FabricConfig(poll_interval=0.2, link_capacity_mbps=10.0, te=te))
     sim.start()
     sim.start_flow("h1", "h5", 40006, mbps=9)

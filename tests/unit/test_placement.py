@@ -217,3 +217,41 @@ def test_minimal_paths_sample_spreads_over_every_tier_when_there_are_more() -> N
     assert len({p[1] for p in paths}) >= 12  # aggregation uplinks: distinct cores
     assert minimal_paths(routes, src, dst, 16) == paths  # the same pair, the same sample
     assert len(minimal_paths(routes, src, dst, 64)) == 64  # all of them, in port order
+
+
+def test_a_link_no_flow_can_leave_does_not_stop_the_others_being_relieved() -> None:
+    """The hottest link carries a flow that may not move, over capacity whatever happens
+    (so no assignment fits and the exact search gives up); a collision elsewhere, over
+    capacity too, is still undone."""
+    pairs = [("h1", "h5"), ("h3", "h7")]
+    both = minimal_paths(ROUTES, edge_of(FAT, "h1"), edge_of(FAT, "h5"))[0]
+    others = minimal_paths(ROUTES, edge_of(FAT, "h3"), edge_of(FAT, "h7"))
+    same = next(p for p in others if p[1] == both[1])
+    ds = demands_for(pairs, {("h1", "h5"): both, ("h3", "h7"): same})
+    stuck_cands = tuple(minimal_paths(ROUTES, edge_of(FAT, "h9"), edge_of(FAT, "h13")))
+    stuck = Demand(("h9", "h13"), 0.5, stuck_cands, stuck_cands[0], movable=False)
+    plan = place([*ds, stuck], CAPACITY, {stuck_cands[0][0]: 2.0})
+    assert max(n for link, n in link_flows(plan.paths).items()) == 1, plan.paths
+    assert len(plan.moved) == 1
+
+
+def test_a_flow_placed_anew_stays_where_it_runs_when_that_is_as_good() -> None:
+    src, dst = edge_of(FAT, "h1"), edge_of(FAT, "h5")
+    cands = tuple(minimal_paths(ROUTES, src, dst))
+    for where in cands:
+        plan = place([Demand("f", 0.5, cands, None, True, where)], CAPACITY)
+        assert plan.paths["f"] == where and plan.moved == ()
+
+
+def test_flows_on_random_paths_are_untangled_when_capacities_are_measured_a_bit_low() -> None:
+    """Learned capacities sit a percent or so either side of what a host sends: a link
+    that carries one flow is full, not over, and the search for a plan with no shared link
+    still runs from wherever the flows are."""
+    rng = random.Random(5)
+    for seed in range(60):
+        capacity = {link: rng.uniform(0.985, 1.0) for link in CAPACITY}
+        ds = demands_for(permutation(seed))
+        start = {d.key: rng.choice(d.candidates) for d in ds}
+        plan = place(demands_for(permutation(seed), start), capacity)
+        flows = link_flows(plan.paths)
+        assert max(flows.values()) == 1, f"seed {seed}: {flows.most_common(2)}"

@@ -93,11 +93,7 @@ def test_groups_come_from_the_pairs_ever_linked_and_fat_trees_have_none() -> Non
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    hnp.arrays(
-        bool, st.tuples(st.integers(1, 70), st.integers(1, 40)), elements=st.booleans()
-    )
-)
+@given(hnp.arrays(bool, st.tuples(st.integers(1, 70), st.integers(1, 40)), elements=st.booleans()))
 def test_distinct_columns_are_those_numpy_unique_finds(tight: np.ndarray) -> None:
     patterns, which = np.unique(tight.T, axis=0, return_inverse=True)
     got_patterns, got_which = _distinct_columns(tight)

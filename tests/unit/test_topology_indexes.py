@@ -28,8 +28,7 @@ def walked_edge(topo: Topology, dpid: int) -> list[int]:
 
 def walked_silent(topo: Topology) -> dict[int, set[int]]:
     found = {
-        d: {p for p in walked_edge(topo, d) if topo.host_on((d, p)) is None}
-        for d in topo.switches
+        d: {p for p in walked_edge(topo, d) if topo.host_on((d, p)) is None} for d in topo.switches
     }
     return {d: ports for d, ports in found.items() if ports}
 

@@ -1,6 +1,7 @@
 """The demo's pure helpers: the tenant split and its policy file, the pair of flows that
-ECMP hashes onto one uplink, the collective's ranks and bulk pairs, busbw, the re-pin time,
-and the conversion of Prometheus ``query_range`` results into plot series."""
+ECMP hashes onto one uplink, the collective's ranks and bulk pairs, busbw, when both
+uplinks are busy, and the conversion of Prometheus ``query_range`` results into plot
+series."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from mininet_scenarios.demo.story import (
     ABSENT,
     _addr,
     _xor,
+    both_busy_time,
     colliding_pair,
     policy_yaml,
-    repin_time,
     split_series,
     tenants_of,
     traffic_start,
@@ -78,15 +79,15 @@ def test_busbw_and_slowest_rank() -> None:
     assert iteration_seconds([[1.0, 2.0], [1.5, 1.0]]) == [1.5, 2.0]
 
 
-def test_repin_time_is_when_both_uplinks_are_busy() -> None:
+def test_both_busy_time_is_when_both_uplinks_are_busy() -> None:
     samples = [(0.25, 9.5, 0.0), (0.5, 9.6, 0.1), (0.75, 9.4, 7.0), (1.0, 9.5, 9.5)]
-    assert repin_time(samples, 10.0) == 0.75
-    assert repin_time(samples[:2], 10.0) is None
+    assert both_busy_time(samples, 10.0) == 0.75
+    assert both_busy_time(samples[:2], 10.0) is None
     assert traffic_start([(0.25, 0.0, 0.0), (0.5, 2.0, 0.0), (0.75, 5.0, 0.0)], 10.0) == 0.75
     assert traffic_start([], 10.0) == 0.0
 
 
-def test_split_series_around_the_repin() -> None:
+def test_split_series_around_a_moment() -> None:
     series = [2.0, 5.0, 5.0, 4.0, 6.0, 9.5, 9.5]
     assert split_series(series, 0.25, 0.75) == ([5.0, 5.0], [9.5, 9.5])
     assert split_series(series, 0.25, 0.0) == ([2.0], [5.0, 4.0, 6.0, 9.5, 9.5])
