@@ -48,11 +48,13 @@ from controller.placement import (
     NextPortCache,
     Path,
     estimate_demands,
+    is_minimal,
     minimal_paths,
     place,
     reverse_path,
     valiant_choice,
     valiant_paths,
+    walked_paths,
 )
 from controller.routing import Routes
 from controller.telemetry import Telemetry
@@ -68,6 +70,7 @@ PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
 # share of the link, until its rate is first measured (then the port counters show it):
 YOUNG_SHARE = 1.0  # any new flow may be an elephant
 ACK_SHARE = 0.05  # the reverse of a tracked TCP flow: its ACK stream, about 1/20 of the data
+MINIMAL_KEPT = 4096  # switch pairs whose candidate paths are kept (16 paths: ~3 KB a pair)
 Capacity = Callable[[PortRef], float]
 Load = Callable[[PortRef], float]  # a link's measured load, as a share of its capacity
 
@@ -171,7 +174,7 @@ class TrafficEngineer:
         """The path whose busiest link is least loaded (measured share plus the young
         flows placed on it since), then the least loaded in sum; ties go round by the
         flow's id, so equal paths share new flows evenly and repeatably."""
-        cands = self._minimal_paths(src, dst, routes)
+        cands = self._minimal_paths(src, dst, routes, key.ident)
         if len(cands) < 2:
             return  # one way only (or none): the default route is that way
         turn = key.ident % len(cands)
@@ -182,7 +185,7 @@ class TrafficEngineer:
             return max(shares), sum(shares)
 
         acks = key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows
-        back = self._way_back(key, routes, cands) if acks else None
+        back = self._way_back(key, routes, src, dst) if acks else None
         path = back or min(cands[turn:] + cands[:turn], key=cost)
         share = ACK_SHARE if acks else YOUNG_SHARE
         self.paths[key] = path
@@ -192,18 +195,23 @@ class TrafficEngineer:
         for link in path:
             young[link] = young.get(link, 0.0) + share
 
-    def _minimal_paths(self, src: int, dst: int, routes: Routes) -> list[Path]:
-        """Equal-cost paths between two switches, kept until the routes change."""
+    def _minimal_paths(self, src: int, dst: int, routes: Routes, seed: int) -> list[Path]:
+        """Equal-cost paths between two switches: ``minimal_paths``, kept until the routes
+        change, for the first ``MINIMAL_KEPT`` pairs asked; for others, paths walked from
+        ``seed`` (``walked_paths``), so a large fabric's placement costs a bounded time
+        per new flow."""
         if self._minimal_of is not routes:
             self._minimal, self._minimal_of = {}, routes
         cands = self._minimal.get((src, dst))
-        if cands is None:
-            cands = self._minimal[(src, dst)] = minimal_paths(
-                routes, src, dst, self.config.max_candidates
-            )
+        if cands is not None:
+            return cands
+        limit = self.config.max_candidates
+        if len(self._minimal) >= MINIMAL_KEPT:
+            return walked_paths(routes, src, dst, seed, limit)
+        cands = self._minimal[(src, dst)] = minimal_paths(routes, src, dst, limit)
         return cands
 
-    def _way_back(self, key: FlowKey, routes: Routes, cands: list[Path]) -> Path | None:
+    def _way_back(self, key: FlowKey, routes: Routes, src: int, dst: int) -> Path | None:
         """For a TCP flow's ACK stream (``key``): the reverse of its data's path, if that
         is one of its own equal-cost paths. Each link then carries, besides its data, the
         ACKs of the one flow whose data crosses it the other way, as a host's link does:
@@ -212,7 +220,7 @@ class TrafficEngineer:
         that would stretch their round trips by up to a full queue per hop)."""
         data = self.paths.get(key.reverse())
         back = reverse_path(routes, data) if data else None
-        return back if back in cands else None
+        return back if back is not None and is_minimal(routes, back, src, dst) else None
 
     def _acks_follow(
         self, elephants: list[TrackedFlow], topo: Topology, routes: Routes
@@ -227,8 +235,7 @@ class TrafficEngineer:
             dst = topo.hosts.get(back.dst_mac)
             if dst is None:
                 continue
-            cands = self._minimal_paths(back.ingress, dst.dpid, routes)
-            way = self._way_back(back.key, routes, cands)
+            way = self._way_back(back.key, routes, back.ingress, dst.dpid)
             if way is not None and way != self.paths.get(back.key):
                 self.paths[back.key] = way
                 plans[owner_of(back.key)] = self._plan(back, topo, routes)

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from controller import heap
 from controller.fabric import Fabric
 from controller.model import ETH_TYPE_IPV4, CookieKind, EthFrame, PacketIn, make_cookie
 from mininet_scenarios.bench.scale import Watch, core_config, phase_tally, settle
@@ -47,6 +48,7 @@ def run_mode(spec: str, place_new: bool, rate: float, seconds: float, seed: int)
     base = core_config()
     config = dataclasses.replace(base, te=dataclasses.replace(base.te, place_new=place_new))
     wire = Wire(graph, Fabric(config, time.perf_counter))
+    heap.start()  # as the app does before the first switch (§7)
     watch = Watch(wire, spec, BUDGET_S)
     wire.watch = watch
     settled = settle(wire, watch, cold=True)

@@ -15,11 +15,13 @@ from controller.placement import (
     Link,
     Path,
     estimate_demands,
+    is_minimal,
     minimal_paths,
     path_nodes,
     place,
     valiant_choice,
     valiant_paths,
+    walked_paths,
 )
 from controller.routing import compute_routes
 from controller.telemetry import Telemetry
@@ -255,3 +257,18 @@ def test_flows_on_random_paths_are_untangled_when_capacities_are_measured_a_bit_
         plan = place(demands_for(permutation(seed), start), capacity)
         flows = link_flows(plan.paths)
         assert max(flows.values()) == 1, f"seed {seed}: {flows.most_common(2)}"
+
+
+def test_walked_paths_are_distinct_equal_cost_paths_drawn_repeatably() -> None:
+    g = fat_tree(8)
+    d = switch_digraph(g)
+    edges = sorted({edge_of(g, h) for h in host_list(g)})
+    routes = compute_routes(d, edges)
+    src, dst = edges[0], edges[-1]  # another pod: 16 paths
+    walked = walked_paths(routes, src, dst, seed=7, count=8)
+    assert 4 <= len(walked) <= 8 and len(set(walked)) == len(walked)
+    assert all(is_minimal(routes, p, src, dst) for p in walked)
+    assert walked == walked_paths(routes, src, dst, seed=7, count=8)
+    firsts = {walked_paths(routes, src, dst, seed, 1)[0][0] for seed in range(64)}
+    assert len(firsts) == 4  # every uplink of the edge switch, over seeds
+    assert not is_minimal(routes, walked[0][1:], src, dst)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mininet_scenarios.bench.sidebyside import combine, pattern_figures, split_out
+from mininet_scenarios.bench.sidebyside import Figures, combine, pattern_figures, split_out
 
 
 def test_out_and_plain_are_taken_out_of_the_arguments() -> None:
@@ -16,7 +16,10 @@ def test_out_and_plain_are_taken_out_of_the_arguments() -> None:
 
 def test_both_fabrics_in_one_table() -> None:
     doc = {"summary": {"stride4": {"nonblocking": {"median": 1.0}, "loom": {"median": 0.97}}}}
-    both = {"equipped": pattern_figures(doc), "plain": {"stride4": {"loom": 0.91}}}
+    both: dict[str, Figures] = {
+        "equipped": pattern_figures(doc),
+        "plain": {"stride4": {"loom": 0.91}},
+    }
     table, text = combine(both)
     assert table == {"stride4": {"loom": {"equipped": 0.97, "plain": 0.91}}}
     header, row = text.splitlines()
