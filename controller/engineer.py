@@ -128,7 +128,7 @@ class TrafficEngineer:
         self.timings: list[tuple[str, float]] = []
         self._residual: dict[PortRef, float] = {}
         self._new_flows: dict[PortRef, list[float]] = {}
-        self.placed: set[FlowKey] = set()  # elephants whose path placement chose
+        self.engineered: set[FlowKey] = set()  # elephants on a path TE chose itself
         self._young: dict[FlowKey, tuple[Path, float]] = {}  # placed, rate not yet measured
         self._young_load: dict[PortRef, float] = {}  # per link: the young flows' shares
         self._minimal: dict[tuple[int, int], list[Path]] = {}  # candidates per switch pair
@@ -344,7 +344,7 @@ class TrafficEngineer:
         elephants = [f for f in self.flows.elephants() if f.dst_mac in topo.hosts]
         plans: dict[Owner, Plan] = {}
         kept = set(self.flows.flows) if self.config.place_new else set()  # stay where placed
-        self.placed &= {f.key for f in elephants}
+        self.engineered &= {f.key for f in elephants}
         for key in sorted(set(self.paths) - {f.key for f in elephants} - kept):
             del self.paths[key]  # no longer an elephant: back to the default route
             self.staged.pop(key, None)
@@ -366,8 +366,8 @@ class TrafficEngineer:
             path = placement.paths.get(flow.key)
             if path is None:
                 continue
-            known = flow.key in self.placed
-            self.placed.add(flow.key)
+            known = flow.key in self.engineered
+            self.engineered.add(flow.key)
             if path == self.paths.get(flow.key):
                 continue
             reason = "congestion" if known else "new_elephant"
@@ -428,7 +428,7 @@ class TrafficEngineer:
             rate = share * capacity((flow.ingress, flow.in_port))
             held = now - self.moved_at.get(flow.key, -1e9) < self.config.hold_down
             where = self.paths.get(flow.key)
-            current = where if flow.key in self.placed else None  # first packet's: a hint
+            current = where if flow.key in self.engineered else None  # first packet's: a hint
             demands.append(Demand(flow.key, rate, tuple(cands), current, not held, where))
         return demands
 
@@ -499,7 +499,7 @@ class TrafficEngineer:
 
     def _drop(self, key: FlowKey) -> None:
         self._grown_up(key)
-        self.placed.discard(key)
+        self.engineered.discard(key)
         self.acks.discard(key)
         self.paths.pop(key, None)
         self.staged.pop(key, None)
