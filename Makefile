@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-APT_PKGS := openvswitch-switch mininet iperf3 iputils-ping ethtool procps iproute2
+APT_PKGS := openvswitch-switch mininet iperf3 iputils-ping ethtool procps iproute2 etcd-server etcd-client
 APT_NORECOMMENDS := prometheus
 WMEM := 16777216
 RMEM := 4194304
@@ -24,6 +24,8 @@ apt:
 	else echo "setup: Debian packages present"; fi
 	@# The Debian package enables a system Prometheus; the tests start their own on loopback.
 	@systemctl disable --now prometheus >/dev/null 2>&1 || true
+	@# Likewise etcd: a cluster's members are started by the demo and tests that need them.
+	@systemctl disable --now etcd >/dev/null 2>&1 || true
 
 ## Open vSwitch, userspace datapath: raise socket buffers *before* ovs-vswitchd starts
 ## (its one shared send socket otherwise drops packets silently under congestion), and

@@ -118,14 +118,19 @@ class AddressBook:
         self.index_of[dpid] = index
         self._taken[index] = dpid
 
-    def slot(self, mac: str, dpid: int) -> int:
-        """A host's slot on its switch: kept while it stays there, else the lowest free."""
+    def slot(self, mac: str, dpid: int, port: int = 0) -> int:
+        """A host's slot on its switch: kept while it stays there; else its port number
+        when free, so instances that learn hosts in different orders agree; else the
+        highest free one (clear of the port numbers)."""
         held = self.slot_of.get(mac)
         if held is not None and held[0] == dpid:
             return held[1]
         self.release(mac)
         used = self._slots.setdefault(dpid, {})
-        slot = next((s for s in range(MAX_SLOTS) if s not in used), None)
+        if 0 < port < MAX_SLOTS and port not in used:
+            slot: int | None = port
+        else:
+            slot = next((s for s in range(MAX_SLOTS - 1, -1, -1) if s not in used), None)
         if slot is None:
             raise ValueError(f"more than {MAX_SLOTS} hosts on switch {dpid:016x}")
         used[slot] = mac
@@ -139,8 +144,8 @@ class AddressBook:
             self._bump(held[0])
             self._slots.get(held[0], {}).pop(held[1], None)
 
-    def address(self, mac: str, dpid: int, tenant: int) -> str:
-        return pmac(tenant, self.switch_index(dpid), self.slot(mac, dpid))
+    def address(self, mac: str, dpid: int, tenant: int, port: int = 0) -> str:
+        return pmac(tenant, self.switch_index(dpid), self.slot(mac, dpid, port))
 
     def host_at(self, address: str) -> str | None:
         """The real MAC of the host Loom gave ``address`` (``None``: no such host)."""

@@ -8,7 +8,7 @@ is configured, every call that changes something must carry ``Authorization: Bea
 Routes (all under /loom/v1):
   GET health · GET topology · GET routes?mac=MAC · GET flows
   GET jobs · POST jobs · GET jobs/NAME · DELETE jobs/NAME
-  GET policy · POST policy/reload
+  GET policy · POST policy/reload · GET cluster
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from controller.cluster.etcd import StoreUnavailable
+from controller.cluster.shared import NO_QUORUM, SharedState
 from controller.fabric import Fabric
 from controller.jobspec import JobError, brief, parse_job
 from controller.model import Messages
@@ -49,12 +51,16 @@ class LoomApi:
         clock: Clock,
         token: str | None = None,
         policy: PolicyManager | None = None,
+        shared: SharedState | None = None,
+        cluster: Callable[[], dict[str, object]] | None = None,
     ) -> None:
         self.fabric = fabric  # for changes only; reads go through the view
         self.view = FabricView(fabric)
         self.clock = clock
         self.token = token
         self.policy = policy
+        self.shared = shared  # a cluster's store: changes go there first
+        self.cluster = cluster
 
     def handle(
         self, method: str, path: str, query: Mapping[str, str], body: bytes = b"", auth: str = ""
@@ -63,6 +69,9 @@ class LoomApi:
         what was wrong, and a refused request changes nothing."""
         try:
             return self._handle(method, path, query, body, auth)
+        except StoreUnavailable as exc:
+            log.error("%s %s refused: %s", brief(method), brief(path), exc)
+            return error(503, NO_QUORUM)
         except Exception:  # a bug must not take the API down: logged with its trace
             log.exception("%s %s: internal error", brief(method), brief(path))
             return error(500, "internal error; the request changed nothing it had not finished")
@@ -74,7 +83,7 @@ class LoomApi:
         if parts[:2] != ["loom", "v1"] or not 3 <= len(parts) <= 4:
             return error(404, f"no such resource: {brief(path)}")
         method = method.upper()
-        if method != "GET" and self.token and not self._authorized(auth):
+        if method != "GET" and self._guarded() and not self._authorized(auth):
             return error(401, "this call changes the fabric: send 'Authorization: Bearer <token>'")
         if len(body) > MAX_BODY_BYTES:
             return error(413, f"body: larger than {MAX_BODY_BYTES} bytes", field="body")
@@ -90,6 +99,7 @@ class LoomApi:
             ("DELETE", "jobs", True): lambda: self.delete_job(str(item)),
             ("GET", "policy", False): lambda: self.show_policy(),
             ("POST", "policy", True): lambda: self.reload_policy(str(item)),
+            ("GET", "cluster", False): lambda: self.show_cluster(),
         }
         handler = route.get((method, resource, item is not None))
         if handler is None:
@@ -101,9 +111,19 @@ class LoomApi:
             return error(404, f"no such resource: {brief(path)}")
         return handler()
 
+    def _guarded(self) -> bool:
+        return bool(self.token or (self.shared is not None and self.shared.token_digest))
+
     def _authorized(self, auth: str) -> bool:
+        if self.shared is not None and self.shared.token_digest:  # the cluster's token
+            return auth.startswith("Bearer ") and self.shared.authorized(auth[7:])
         expected = f"Bearer {self.token}".encode()
         return hmac.compare_digest(auth.encode("utf-8", "replace"), expected)
+
+    def show_cluster(self) -> Response:
+        if self.cluster is None:
+            return Response(200, {"mode": "embedded"})
+        return Response(200, self.cluster())
 
     # -- fabric -------------------------------------------------------------------
     def health(self) -> Response:
@@ -170,6 +190,9 @@ class LoomApi:
     def create_job(self, body: bytes) -> Response:
         try:
             spec = parse_job(read_json(body))
+            if self.shared is not None:  # checked, then stored, then applied here
+                self.fabric.jobs.check(spec, self.fabric.tenants)
+                self.shared.publish_job(spec.name, body)
             messages = self.fabric.create_job(self.clock(), spec)
         except JobError as exc:
             return error(409 if exc.conflict else 400, str(exc), field=exc.field)
@@ -186,16 +209,22 @@ class LoomApi:
             return error(404, f"no such action: policy/{brief(action)}; use policy/reload")
         if self.policy is None or self.policy.status.path is None:
             return error(409, "no policy file configured (set LOOM_POLICY)")
+        if self.shared is not None:
+            self.shared.client.get(self.shared.prefix)  # refused now if the store is down
         messages = self.policy.reload(self.clock())
         body = self.policy.describe()
         if not self.policy.status.ok:
             return Response(
                 422, {"error": "policy rejected; the running policy stays in force", **body}
             )
+        if self.shared is not None:
+            self.shared.publish_policy()
         return Response(200, body, messages)
 
     def delete_job(self, name: str) -> Response:
         try:
+            if self.shared is not None and name in self.view.jobs:
+                self.shared.withdraw_job(name)
             messages = self.fabric.delete_job(name)
         except JobError as exc:
             return error(404, str(exc), field=exc.field)

@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller import heap
+from controller.cluster.roles import Roles
 from controller.fabric import Fabric
 from controller.metrics import LoomMetrics
 from controller.model import Messages, PacketOut, StatsKind, StatsRequest
@@ -93,12 +94,28 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.outbox = Outbox()
         self.solicited = Solicited()
         self._reload_requested = False
+        self.roles = Roles()  # with no cluster every switch is writable
+        self.cluster = self._join_cluster()
         register_rest(kwargs, self, self.settings.api_token)
         self._serve_metrics()
         signal.signal(signal.SIGHUP, self._on_sighup)
         self._ticker = hub.spawn(self._tick_loop)
         self._watcher = hub.spawn(self._watch_policy)
         heap.start()  # what is built so far lives as long as the process
+
+    def _join_cluster(self) -> Any:
+        """LOOM_CLUSTER set: one instance of a cluster on etcd (``controller.ofp.cluster``)."""
+        if not self.settings.cluster:
+            return None
+        from controller.ofp.cluster import ClusterGlue, listening, member_id
+
+        of_port, api = listening()
+        glue = ClusterGlue(
+            self, self.settings.cluster, member_id(), self.settings.cluster_address, of_port, api
+        )
+        self.logger.info("cluster member %s on %s", glue.node.me, self.settings.cluster)
+        self.metrics.collector.cluster = glue.figures
+        return glue
 
     @staticmethod
     def _load_policy(path: str) -> Policy:
@@ -132,6 +149,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         if ev.state == MAIN_DISPATCHER:
             self.datapaths[dpid] = dp
             self.outbox.open(dpid, dp)
+            if self.cluster is not None:  # a slave first: nothing written before mastership
+                self.cluster.switch_connected(dpid, dp)
             ports = [decode.port_desc(p) for p in dp.ports.values()]
             self.logger.info("switch %016x connected with %d ports", dpid, len(ports))
             self.send(self.fabric.switch_up(time.monotonic(), dpid, ports))
@@ -141,6 +160,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             self.fences.switch_gone(dpid)
             self.sent.switch_gone(dpid)
             self.solicited.switch_gone(dpid)
+            if self.cluster is not None:
+                self.cluster.switch_gone(dpid)
             self.logger.info("switch %016x disconnected", dpid)
             self.send(self.fabric.switch_down(time.monotonic(), dpid))
 
@@ -215,10 +236,19 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         stats = decode.group_stats(ev.msg.body)
         self.send(self.fabric.group_stats(time.monotonic(), ev.msg.datapath.id, stats))
 
+    @set_ev_cls(ofp_event.EventOFPRoleReply, MAIN_DISPATCHER)
+    @guarded
+    def _role_reply(self, ev: Any) -> None:
+        if self.cluster is not None:
+            msg = ev.msg
+            self.cluster.role_reply(msg.datapath.id, msg.role, msg.generation_id)
+
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     @guarded
     def _error(self, ev: Any) -> None:
         msg, dpid = ev.msg, ev.msg.datapath.id
+        if self.cluster is not None and self.cluster.refused(dpid, msg):
+            return
         rejected = self.sent.take(dpid, msg.xid)
         if rejected is None:  # not about a rule we sent: nothing to repair
             self.counts.dropped["unmatched_error"] += 1
@@ -255,6 +285,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
                 self._reload_requested = False
                 try:
                     self.send(self.policy.reload(time.monotonic()))
+                    if self.cluster is not None and self.policy.status.ok:
+                        self.cluster.shared.publish_policy()
                 except Exception:  # a bug must not stop the watcher; the old policy stays
                     self.logger.exception("policy reload failed")
 
@@ -286,6 +318,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         each switch gets its messages in the order the core planned them (``Outbox``)."""
         self.metrics.observe(self.fabric.drain_timings())
         heap.after()
+        messages = self.roles.gate(messages, time.monotonic())
         for want_packets in (False, True):
             for dpid, msgs in messages.items():
                 dp = self.datapaths.get(dpid)

@@ -289,11 +289,12 @@ class DetourBook:
             self.pending.add(link)
         return lost
 
-    def link_came(self) -> list[Hop]:
-        """A link came (back): the links without a detour may have one now."""
-        again = sorted(self._stranded)
+    def link_came(self, every: bool = False) -> list[Hop]:
+        """A link came (back): the links without a detour may have one now (and, with
+        ``every``, any detour may be shorter: all are searched again)."""
+        again = sorted(self.paths) if every else sorted(self._stranded)
         for link in again:
-            del self.paths[link]
+            self._unride(link, self.paths.pop(link))
         self.pending.update(again)
         self._stranded.clear()
         return again

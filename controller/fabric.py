@@ -97,6 +97,9 @@ class FabricConfig:
     qos: bool = True  # DSCP classes and queues (off: jobs are placed but not prioritised)
     settle_time: float = 4.0  # after a switch is read back: when to drop what no plan claims
     fast_failover: bool = True  # failover groups with detours, so switches bridge link failures
+    # in a cluster: every detour searched afresh when a link comes, so all instances hold
+    # the same ones whatever order they learned the fabric in (tunnels span switches)
+    fresh_detours: bool = False
     te: TeConfig = field(default_factory=TeConfig)
 
 
@@ -138,6 +141,7 @@ class Fabric:
         self.failover = FastFailover(
             self.config.fast_failover, select_groups=self.routing.select_groups
         )
+        self.failover.fresh_detours(self.config.fresh_detours)
         # The order of a full re-plan; failover last, as it protects what routes use.
         self.sources: tuple[PlanSource, ...] = (
             self.base,
@@ -159,7 +163,7 @@ class Fabric:
 
     def address_of(self, host: Host) -> str:
         """The MAC Loom hands out for ``host`` (see ``controller.addressing``)."""
-        return self.book.address(host.mac, host.dpid, self.tenants.id_of(host.tenant))
+        return self.book.address(host.mac, host.dpid, self.tenants.id_of(host.tenant), host.port)
 
     def inputs(self) -> PlanInputs:
         return PlanInputs(self.topo, self.routes, self.tenants, self.capacity, self.limits)
@@ -191,6 +195,15 @@ class Fabric:
             return {}
         self.events["switch_repaired"] += 1
         log.warning("switch %016x rejected a message: reading it back to repair it", dpid)
+        return self._read_back(now, dpid)
+
+    def take_over(self, now: float, dpid: int) -> Messages:
+        """This instance just became ``dpid``'s master (a cluster failover): its belief
+        of the switch may be stale, so read it back and send only differences, routing
+        it meanwhile (as a repair, not held like a switch reconnecting to a new process)."""
+        if dpid not in self.topo.switches:
+            return {}
+        self.sync.repaired_at[dpid] = now
         return self._read_back(now, dpid)
 
     def switch_state(
@@ -398,6 +411,14 @@ class Fabric:
         return bool(
             self._replan_due or self.routing.pending or self.failover.waiting or self._reguard
         )
+
+    @property
+    def settled(self) -> bool:
+        """Discovery quiet, everything read back adopted and released, nothing left to
+        plan: what this core would write is whole (a cluster member takes switches over
+        from another only then)."""
+        s = self.sync
+        return not (self._dirty or self.busy or s.reading or s.adopted_at or s.holding)
 
     def work(self, now: float) -> Messages:
         """The next slice of planning left over from a re-plan (the shim calls this until

@@ -8,13 +8,14 @@ labelled by name (an OVS bridge's name, else the dpid in hex) and ports by numbe
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from controller.cluster.metrics import ClusterFigures, cluster_docs, cluster_families
 from controller.fabric import OPTIONAL, Fabric
 from controller.policy.manager import PolicyStatus
 from controller.telemetry import imbalance
@@ -194,6 +195,7 @@ METRICS = [
         "Time to compute routes (kind=routes) or a traffic-engineering plan (kind=te).",
     ),
 ]
+METRICS += cluster_docs(MetricDoc)
 PACKET_IN_KINDS = {
     "lldp_in": "lldp",
     "arp_in": "arp",
@@ -226,6 +228,7 @@ class FabricCollector(Collector):
         self.view = view
         self.policy = policy
         self.shim = shim
+        self.cluster: Callable[[], ClusterFigures] | None = None  # set when in a cluster
 
     def _family(self, name: str) -> GaugeMetricFamily | CounterMetricFamily:
         doc = next(m for m in METRICS if m.name == name)
@@ -258,6 +261,7 @@ class FabricCollector(Collector):
             family.add_metric([], events.get(event, 0))
             yield family
         yield from self._refused(events)
+        yield from self._cluster()
         refused = self._family("loom_rules_refused_total")
         for owner in OPTIONAL:
             refused.add_metric([owner.value], events.get(f"limit_refused.{owner}", 0))
@@ -275,6 +279,11 @@ class FabricCollector(Collector):
         for handler, n in sorted(self.shim.handler_errors.items()):
             errors.add_metric([handler], n)
         yield from (dropped, errors)
+
+    def _cluster(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        alone = ClusterFigures("", 0, mine=len(self.view.switches))
+        figures = self.cluster() if self.cluster is not None else alone
+        yield from cluster_families(figures, self._family, self._name)
 
     def _name(self, dpid: int) -> str:
         switch = self.view.switches.get(dpid)
@@ -442,7 +451,8 @@ class LoomMetrics:
         self.registry = registry or CollectorRegistry()
         self.shim = shim or ShimCounts()
         view = FabricView(fabric)
-        self.registry.register(FabricCollector(view, policy or PolicyStatus(None), self.shim))
+        self.collector = FabricCollector(view, policy or PolicyStatus(None), self.shim)
+        self.registry.register(self.collector)
         self.path_seconds = self._histogram("loom_path_computation_seconds", BUCKETS)
         self.handling = self._histogram("loom_event_handling_seconds", BUCKETS)
         self.reroute = self._histogram("loom_reroute_latency_seconds", REROUTE_BUCKETS)

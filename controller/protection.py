@@ -137,6 +137,7 @@ class ProtectionPlanner:
     def __init__(self) -> None:
         self._fabric = Fabric()
         self._book = DetourBook()
+        self.fresh = False  # re-search every detour when a link comes (see FabricConfig)
         self._live: set[Hop] = set()
         self._known: set[Hop] = set()
         self._known_size = -1
@@ -206,7 +207,10 @@ class ProtectionPlanner:
         else:
             self._track(came)
         if came:  # a link without a detour may have one now
-            self._dirty.update(link[0] for link in self._book.link_came())
+            again = self._book.link_came(every=self.fresh)
+            for link in again:
+                self._drop_tunnel(link)  # (searched again: laid anew)
+                self._dirty.add(link[0])
 
     def _touched(self, g: nx.MultiDiGraph, changed: Iterable[int]) -> set[int]:
         """The switches to re-read: those named, and their peers where a switch came or

@@ -18,6 +18,9 @@
 | LOOM_QOS | on | DSCP traffic classes and queues (off: jobs placed, not prioritised) |
 | LOOM_API_TOKEN | (none) | when set, REST calls that change anything need this bearer token |
 | LOOM_POLICY | /etc/loom/policy.yaml if present | the tenant policy file (none: an open fabric) |
+| LOOM_CLUSTER | (none) | etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: one instance of a cluster |
+| LOOM_CLUSTER_ID | HOSTNAME-PID | this instance's name in the cluster |
+| LOOM_CLUSTER_ADDRESS | 127.0.0.1 | where peers reach this instance's OpenFlow port |
 
 A policy file's ``fabric`` section provides defaults that these variables override.
 """
@@ -29,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from controller.cluster.etcd import parse_url
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
 from controller.vocabulary import POLICIES
@@ -91,12 +95,22 @@ def _port(raw: str) -> int:
     return value
 
 
+CLUSTER_FORM = "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]"
+
+
+def _cluster(raw: str) -> str:
+    parse_url(raw)
+    return raw
+
+
 @dataclass(frozen=True)
 class Settings:
     fabric: FabricConfig
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9108
     api_token: str | None = None
+    cluster: str | None = None  # an etcd:// URL; None: one process, as always
+    cluster_address: str = "127.0.0.1"
 
     @staticmethod
     def from_env(
@@ -105,6 +119,7 @@ class Settings:
         """Settings from the environment, over ``base`` (the policy file's fabric section)
         when given, over Loom's defaults."""
         d, t = FabricConfig(), TeConfig()
+        cluster = _get(env, "LOOM_CLUSTER", _cluster, None, CLUSTER_FORM)
         if base is not None:
             t = TeConfig(
                 enabled=base.te, elephant_share=base.elephant_share, path_policy=base.path_policy
@@ -140,6 +155,7 @@ class Settings:
             ),
             qos=_get(env, "LOOM_QOS", _switch, d.qos, "on or off"),
             fast_failover=_get(env, "LOOM_FAST_FAILOVER", _switch, d.fast_failover, "on or off"),
+            fresh_detours=cluster is not None,
             te=te,
         )
         return Settings(
@@ -147,4 +163,6 @@ class Settings:
             metrics_host=env.get("LOOM_METRICS_HOST") or "127.0.0.1",
             metrics_port=_get(env, "LOOM_METRICS_PORT", _port, 9108, "a TCP port 0-65535"),
             api_token=env.get("LOOM_API_TOKEN") or None,
+            cluster=cluster,
+            cluster_address=env.get("LOOM_CLUSTER_ADDRESS") or "127.0.0.1",
         )

@@ -270,7 +270,7 @@ class Destinations:
     _plans: dict[int, tuple[DestStamp, object, Plan]] = field(default_factory=dict)
 
     def address(self, inputs: PlanInputs, host: Host) -> str:
-        return self.book.address(host.mac, host.dpid, inputs.tenants.id_of(host.tenant))
+        return self.book.address(host.mac, host.dpid, inputs.tenants.id_of(host.tenant), host.port)
 
     def plan(self, inputs: PlanInputs, dest: int) -> Plan:
         """Delivery at ``dest``: the very plan it had while no host there came, went or
@@ -370,6 +370,10 @@ class FastFailover:
     # the planner's last complete result (compared by identity)
     _found: tuple[dict[int, Plan] | None, Protection | None] = (None, None)
     _target: tuple[Plans, Protection] | None = None  # ... while switches change over to it
+
+    def fresh_detours(self, on: bool) -> None:
+        self._planner.fresh = on
+
     _landing: list[int] = field(default_factory=list)  # ... these, last first
     _barring: tuple[Plans, frozenset[int], Plans, Protection] | None = None
     _guarded: dict[Owner, tuple[Plan, object, Plan]] = field(default_factory=dict)

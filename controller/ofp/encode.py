@@ -180,3 +180,28 @@ def encode(dp: Any, msg: Message) -> list[Any]:
     if isinstance(msg, StatsRequest):
         return [stats_request(dp, msg)]
     raise TypeError(f"no OpenFlow encoding for {msg!r}")
+
+
+def role_request(dp: Any, master: bool, generation: int) -> Any:
+    """Ask to be ``dp``'s master (or a slave) with a generation id: the switch refuses
+    one older than the newest it has seen (OFPRRFC_STALE), so a stale master cannot
+    take a switch back."""
+    role = ofp.OFPCR_ROLE_MASTER if master else ofp.OFPCR_ROLE_SLAVE
+    return parser.OFPRoleRequest(dp, role, generation & 0xFFFFFFFFFFFFFFFF)
+
+
+def async_config(dp: Any) -> Any:
+    """Packet-ins and port status also while a slave, so every instance of a cluster
+    learns the whole fabric (discovery frames, hosts, first packets) and can take over
+    any switch without relearning it; flow removals only as master."""
+    packet_in = 1 << ofp.OFPR_NO_MATCH | 1 << ofp.OFPR_ACTION | 1 << ofp.OFPR_INVALID_TTL
+    port_status = 1 << ofp.OFPPR_ADD | 1 << ofp.OFPPR_DELETE | 1 << ofp.OFPPR_MODIFY
+    flow_removed = (
+        1 << ofp.OFPRR_IDLE_TIMEOUT
+        | 1 << ofp.OFPRR_HARD_TIMEOUT
+        | 1 << ofp.OFPRR_DELETE
+        | 1 << ofp.OFPRR_GROUP_DELETE
+    )
+    return parser.OFPSetAsync(
+        dp, [packet_in, packet_in], [port_status, port_status], [flow_removed, 0]
+    )

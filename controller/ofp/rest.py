@@ -56,5 +56,13 @@ def register_rest(kwargs: dict[str, Any], app: Any, token: str | None) -> None:
     """Mount the API on Ryu's WSGI server (listening where --wsapi-host/port say)."""
     wsgi = kwargs.get("wsgi")
     if wsgi is not None:
-        api = LoomApi(app.fabric, time.monotonic, token, app.policy)
+        cluster = app.cluster
+        api = LoomApi(
+            app.fabric,
+            time.monotonic,
+            token,
+            app.policy,
+            shared=cluster.shared if cluster is not None else None,
+            cluster=cluster.describe if cluster is not None else None,
+        )
         wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})

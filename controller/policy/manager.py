@@ -55,21 +55,24 @@ class PolicyManager:
             return path
         return DEFAULT_POLICY if Path(DEFAULT_POLICY).exists() else None
 
-    def reload(self, now: float) -> Messages:
-        """Load and apply the file; on error keep what is in force and record why."""
+    def reload(self, now: float, path: str | None = None) -> Messages:
+        """Load and apply the file (or ``path``: a cluster's published policy); on error
+        keep what is in force and record why."""
         st = self.status
-        if st.path is None:
+        source = path or st.path
+        if source is None:
             return {}
+        if path is None:
+            try:
+                st.mtime = Path(source).stat().st_mtime
+            except OSError:
+                st.mtime = None
         try:
-            st.mtime = Path(st.path).stat().st_mtime
-        except OSError:
-            st.mtime = None
-        try:
-            policy = self.load(st.path)
+            policy = self.load(source)
         except PolicyError as err:
             st.ok, st.errors = False, [str(i) for i in err.issues]
             st.reloads_failed += 1
-            log.error("policy %s rejected; the running policy stays in force:\n%s", st.path, err)
+            log.error("policy %s rejected; the running policy stays in force:\n%s", source, err)
             return {}
         messages = self.fabric.apply_policy(now, policy)
         st.loaded, st.ok, st.errors = True, True, []
@@ -77,7 +80,7 @@ class PolicyManager:
         st.rules_changed = sum(len(m) for m in messages.values())
         log.info(
             "policy %s in force: %d tenants, %d jobs; %d rule changes sent",
-            st.path,
+            source,
             len(policy.tenants),
             len(policy.jobs),
             st.rules_changed,

@@ -124,12 +124,14 @@ class FabricNet:
         *,
         queue_packets: int | None = None,
         queue_bytes: int | None = None,
+        controllers: Sequence[tuple[str, int]] = (),
     ) -> None:
         validate(graph)
         if CONTROLLER_NODE in graph:
             raise FabricError(f"node name {CONTROLLER_NODE!r} is reserved for the controller")
         self.graph = graph
         self.controller = controller
+        self.controllers = tuple(controllers)  # every target, for a cluster (else just one)
         default_dir = Path(tempfile.gettempdir()) / f"loom-run-{os.getpid()}"
         self.run_dir = Path(run_dir) if run_dir is not None else default_dir
         self.shape = shape
@@ -244,6 +246,7 @@ class FabricNet:
         net.build()
         net.start()
         self._tag_bridges()
+        self._connect_all()
         self._prepare_interfaces()
         self.timings["build_start"] = time.monotonic() - t0
         if self.shape:
@@ -440,6 +443,14 @@ class FabricNet:
 
     def _node_names(self) -> set[str]:
         return {*self.switch_names, *self.host_names, CONTROLLER_NODE}
+
+    def _connect_all(self) -> None:
+        """A cluster: every switch keeps a connection to every controller target."""
+        if not self.controllers:
+            return
+        targets = [f"tcp:{ip}:{port}" for ip, port in self.controllers]
+        args = [a for b in self.switch_names for a in ("--", "set-controller", b, *targets)]
+        sh(["ovs-vsctl", *args])
 
     def _tag_bridges(self) -> None:
         """Record our PID on our bridges, so a later run can tell stale from live."""

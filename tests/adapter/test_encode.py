@@ -330,3 +330,31 @@ def test_lldp_from_anyone_but_this_controller_is_refused() -> None:
     assert frames.decode(forged) is None
     tampered = genuine.replace(b"%016x" % 7, b"%016x" % 8)  # claims another switch
     assert frames.decode(tampered) is None
+
+
+@pytest.mark.parametrize(("master", "role"), [(True, "role=primary"), (False, "role=secondary")])
+def test_a_role_request_encodes_and_ovs_reads_it_back(
+    master: bool, role: str, tmp_path: Path
+) -> None:
+    """A cluster's role requests carry the election's generation id as an unsigned 64-bit
+    number (one past 2**63 here; all ones would mean "none" to Open vSwitch)."""
+    msg = encode.role_request(StubDatapath(), master, 2**63 + 5)
+    msg.xid = 3
+    msg.serialize()
+    text = ovs_parse(bytes(msg.buf), tmp_path)
+    assert "ROLE_REQUEST" in text and role in text, text
+    assert "generation_id=9223372036854775813" in text, text
+
+
+def test_the_async_config_asks_for_packet_ins_and_port_status_as_a_slave(
+    tmp_path: Path,
+) -> None:
+    msg = encode.async_config(StubDatapath())
+    msg.xid = 4
+    msg.serialize()
+    text = ovs_parse(bytes(msg.buf), tmp_path)
+    assert "SET_ASYNC" in text, text
+    secondary = text[text.index("secondary:") :]
+    assert "PACKET_IN: no_match action invalid_ttl" in secondary, text
+    assert "PORT_STATUS: add delete modify" in secondary, text
+    assert "FLOW_REMOVED: (off)" in secondary, text

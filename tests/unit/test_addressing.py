@@ -35,20 +35,30 @@ def test_switches_keep_their_index_and_hosts_their_slot() -> None:
     assert book.switch_index(5) == 5 and book.switch_index(5) == 5
     big = book.switch_index(0x0000_1234_5678_9ABC)
     assert 0 < big < 1 << 14 and book.switch_index(0x0000_1234_5678_9ABC) == big
-    a = book.address("02:00:00:00:00:0a", 5, 0)
-    b = book.address("02:00:00:00:00:0b", 5, 0)
-    assert [parse(a), parse(b)] == [(0, 5, 0), (0, 5, 1)]
+    a = book.address("02:00:00:00:00:0a", 5, 0, port=3)
+    b = book.address("02:00:00:00:00:0b", 5, 0, port=3)  # a second host behind port 3
+    assert [parse(a), parse(b)] == [(0, 5, 3), (0, 5, 1023)]
     assert book.address("02:00:00:00:00:0a", 5, 0) == a
     assert book.host_at(b) == "02:00:00:00:00:0b" and book.host_at(pmac(0, 5, 9)) is None
-    moved = book.address("02:00:00:00:00:0a", 6, 0)  # a move frees the old slot
-    assert parse(moved) == (0, 6, 0) and book.host_at(a) is None
+    moved = book.address("02:00:00:00:00:0a", 6, 0, port=2)  # a move frees the old slot
+    assert parse(moved) == (0, 6, 2) and book.host_at(a) is None
+
+
+def test_instances_learning_hosts_in_any_order_give_the_same_addresses() -> None:
+    """Cluster members learn hosts in different orders; one host per port gets the
+    slot of its port on every member."""
+    hosts = [(f"02:00:00:00:00:{i:02x}", 7, i) for i in range(1, 9)]
+    one, two = AddressBook(), AddressBook()
+    first = {mac: one.address(mac, dpid, 0, port) for mac, dpid, port in hosts}
+    second = {mac: two.address(mac, dpid, 0, port) for mac, dpid, port in reversed(hosts)}
+    assert first == second
 
 
 def test_a_restarted_controller_adopts_the_addresses_switches_hold() -> None:
     book = AddressBook()
     book.adopt(5, "02:00:00:00:00:0b", pmac(3, 5, 4))
     assert book.address("02:00:00:00:00:0b", 5, 3) == pmac(3, 5, 4)
-    assert parse(book.address("02:00:00:00:00:0c", 5, 3)) == (3, 5, 0)
+    assert parse(book.address("02:00:00:00:00:0c", 5, 3)) == (3, 5, 1023)
 
 
 def test_a_collision_takes_the_lowest_free_index() -> None:

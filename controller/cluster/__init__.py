@@ -1,0 +1,1 @@
+"""Loom as a cluster of instances coordinated by etcd: mastership, shared state."""

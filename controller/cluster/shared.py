@@ -1,0 +1,139 @@
+"""What users put in, kept in etcd so every instance applies the same revision of it.
+
+A job posted to any instance is written to the store first and then applied; every other
+instance applies it when it reads the key, and it outlives the instance that took it.
+The policy travels the same way: a reload that validates on one instance is published,
+and the others check and apply the published text (a text that fails to validate
+anywhere changes nothing there). The API token is kept as a SHA-256 digest, so every
+instance accepts the same token. What Loom learns (topology, hosts, load, rules) is not
+here: every instance learns it from the switches, and a new master reads its switches back.
+
+Keys under the cluster prefix: jobs/NAME (the job's JSON), policy (YAML text),
+token (hex digest), secret/lldp (the key that signs discovery frames).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from controller.cluster.etcd import EtcdClient, Snapshot, StoreUnavailable
+from controller.fabric import Fabric
+from controller.jobspec import JobError, parse_job
+from controller.model import Messages
+from controller.policy.manager import PolicyManager
+
+log = logging.getLogger("loom.cluster")
+JOBS, POLICY, TOKEN, LLDP_SECRET = "jobs/", "policy", "token", "secret/lldp"
+NO_QUORUM = (
+    "the cluster store (etcd) is unavailable or has no quorum; changes are refused until "
+    "it returns, and nothing was changed"
+)
+
+
+class SharedState:
+    def __init__(
+        self,
+        client: EtcdClient,
+        prefix: str,
+        fabric: Fabric,
+        send: Callable[[Messages], None],
+        policy: PolicyManager | None = None,
+    ) -> None:
+        self.client, self.prefix, self.fabric, self.send = client, prefix, fabric, send
+        self.policy = policy
+        self.revision = 0  # the store revision whose state is applied here
+        self.jobs: dict[str, int] = {}  # job name -> revision of its key, applied here
+        self.policy_revision = 0
+        self.token_digest = ""
+        self._cache = Path(tempfile.mkdtemp(prefix="loom-cluster-"))
+
+    # -- start ---------------------------------------------------------------------
+    def secret(self) -> bytes:
+        """The cluster's discovery key: created by the first instance, read by the others
+        (each must accept the frames the others send)."""
+        key = self.prefix + LLDP_SECRET
+        self.client.create(key, os.urandom(32).hex().encode())
+        kv = self.client.get(key)
+        if kv is None:  # pragma: no cover - just created
+            raise StoreUnavailable(f"{key} vanished")
+        return bytes.fromhex(kv.value.decode())
+
+    def share_token(self, token: str | None) -> None:
+        if token:
+            self.client.create(
+                self.prefix + TOKEN, hashlib.sha256(token.encode()).hexdigest().encode()
+            )
+
+    def authorized(self, token: str) -> bool:
+        digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+        return hmac.compare_digest(digest, self.token_digest)
+
+    # -- changes made here -----------------------------------------------------------
+    def publish_job(self, name: str, body: bytes) -> int:
+        """Store a job before applying it; a name taken in the store is a conflict."""
+        revision = self.client.create(self.prefix + JOBS + name, body)
+        if revision is None:
+            raise JobError("name", f"a job named {name!r} already exists", conflict=True)
+        self.jobs[name] = revision
+        return revision
+
+    def withdraw_job(self, name: str) -> None:
+        self.client.delete(self.prefix + JOBS + name)
+        self.jobs.pop(name, None)
+
+    def publish_policy(self) -> None:
+        """After a reload validated here: the file's text becomes the cluster's policy."""
+        if self.policy is None or self.policy.status.path is None:
+            return
+        text = Path(self.policy.status.path).read_bytes()
+        self.policy_revision = self.client.put(self.prefix + POLICY, text)
+
+    # -- changes read from the store -------------------------------------------------
+    def apply(self, now: float, snapshot: Snapshot) -> None:
+        if snapshot.revision == self.revision:
+            return
+        stored = {}
+        for kv in snapshot.items:
+            name = kv.key[len(self.prefix) :]
+            if name.startswith(JOBS):
+                stored[name[len(JOBS) :]] = kv
+            elif name == POLICY and kv.mod_revision > self.policy_revision:
+                self._adopt_policy(now, kv.value, kv.mod_revision)
+            elif name == TOKEN:
+                self.token_digest = kv.value.decode(errors="replace")
+        for name, kv in sorted(stored.items()):
+            if self.jobs.get(name) != kv.mod_revision:
+                self._adopt_job(now, name, kv.value, kv.mod_revision)
+        for name, revision in sorted(self.jobs.items()):
+            if name not in stored and revision <= snapshot.revision:
+                del self.jobs[name]
+                if name in self.fabric.jobs.jobs:
+                    self.send(self.fabric.delete_job(name))
+                    log.info("job %s deleted in the cluster store: removed", name)
+        self.revision = snapshot.revision
+
+    def _adopt_job(self, now: float, name: str, body: bytes, revision: int) -> None:
+        self.jobs[name] = revision
+        try:
+            if name in self.fabric.jobs.jobs:
+                self.send(self.fabric.delete_job(name))
+            self.send(self.fabric.create_job(now, parse_job(json.loads(body))))
+            log.info("job %s from the cluster store (revision %d) applied", name, revision)
+        except (JobError, ValueError) as exc:
+            log.error("job %s in the cluster store not applied here: %s", name, exc)
+
+    def _adopt_policy(self, now: float, text: bytes, revision: int) -> None:
+        self.policy_revision = revision
+        if self.policy is None:
+            return
+        path = self._cache / "policy.yaml"
+        path.write_bytes(text)
+        self.send(self.policy.reload(now, path=str(path)))
+        log.info("policy from the cluster store (revision %d) checked and applied", revision)

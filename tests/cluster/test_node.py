@@ -1,0 +1,122 @@
+"""Cluster members on a real three-member etcd, without switches: they share 20 switches
+within one of even, a dead member's switches move to the others within a few rounds
+(its lease revoked as soon as its port refuses connections), a joining member takes only
+its share, and every claim's generation is larger than the one before."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from controller.cluster.etcd import EtcdClient, parse_url
+from controller.cluster.node import POLL, ClusterNode
+from controller.cluster.roles import Roles
+from mininet_scenarios.harness.etcd import EtcdCluster
+from tests.cluster.support import needs_etcd
+
+pytestmark = [pytest.mark.slow, needs_etcd]
+DPIDS = list(range(1, 21))
+
+
+class Switches:
+    """Every switch connected; a role request is answered at once, as a switch would."""
+
+    def __init__(self) -> None:
+        self.node: ClusterNode | None = None
+        self.generations: dict[int, int] = {}
+        self.taken_over: list[int] = []
+        self.learned = True  # the core has learned the whole fabric
+
+    def connected(self) -> list[int]:
+        return DPIDS
+
+    def ready(self) -> bool:
+        return self.learned
+
+    def request_role(self, dpid: int, master: bool, generation: int) -> None:
+        assert generation > self.generations.get(dpid, 0)
+        self.generations[dpid] = generation
+        assert self.node is not None
+        self.node.role_replied(dpid, master, generation)
+
+    def take_over(self, dpid: int) -> None:
+        self.taken_over.append(dpid)
+
+
+class Member:
+    def __init__(self, url: str, name: str) -> None:
+        endpoints, prefix = parse_url(url)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.switches = Switches()
+        self.roles = Roles(clustered=True)
+        port = self.listener.getsockname()[1]
+        self.node = ClusterNode(
+            EtcdClient(endpoints),
+            prefix,
+            name,
+            self.roles,
+            self.switches,
+            probe=f"127.0.0.1:{port}",
+        )
+        self.switches.node = self.node
+
+    def die(self) -> None:
+        self.listener.close()  # as the process's sockets close when it is killed
+
+
+@pytest.fixture(scope="module")
+def etcd() -> Iterator[EtcdCluster]:
+    with EtcdCluster(base_port=41379) as cluster:
+        yield cluster
+
+
+def rounds(members: list[Member], n: int, now: list[float]) -> None:
+    for _ in range(n):
+        now[0] += POLL
+        for m in members:
+            m.node.step(now[0])
+            m.node.probe_peers()
+
+
+def shares(members: list[Member]) -> dict[str, list[int]]:
+    return {m.node.me: m.roles.masters() for m in members}
+
+
+def test_members_share_switches_and_take_over_from_the_dead(etcd: EtcdCluster) -> None:
+    url = etcd.url.rsplit("/", 1)[0] + "/node-test"
+    now = [0.0]
+    a, b, c = (Member(url, n) for n in ("a", "b", "c"))
+    rounds([a, b, c], 5, now)
+    held = shares([a, b, c])
+    assert sorted(len(v) for v in held.values()) == [6, 7, 7]
+    assert sorted(d for v in held.values() for d in v) == DPIDS  # one master each
+    for m in (a, b, c):  # every member took over what it holds (a, first, held all once)
+        assert set(m.roles.masters()) <= set(m.switches.taken_over)
+
+    a.die()
+    before = {m.node.me: set(m.roles.masters()) for m in (b, c)}
+    taken = 0
+    while sorted(len(v) for v in shares([b, c]).values()) != [10, 10] and taken < 20:
+        rounds([b, c], 1, now)
+        taken += 1
+    assert taken <= 6, f"{taken} rounds to take a dead member's switches over"
+    for m in (b, c):  # the survivors kept theirs
+        assert before[m.node.me] <= set(m.roles.masters())
+    for m in (b, c):
+        gained = set(m.roles.masters()) - before[m.node.me]
+        assert gained <= set(held["a"])
+        assert gained <= set(m.switches.taken_over)
+
+    d = Member(url, "d")
+    d.switches.learned = False  # still learning: takes nothing from the others
+    rounds([b, c, d], 5, now)
+    assert d.roles.masters() == []
+    d.switches.learned = True
+    rounds([b, c, d], 5, now)
+    after = shares([b, c, d])
+    assert sorted(len(v) for v in after.values()) == [6, 7, 7]
+    assert sorted(x for v in after.values() for x in v) == DPIDS
+    for m in (b, c):
+        assert set(after[m.node.me]) <= set(m.switches.generations)

@@ -1,0 +1,87 @@
+"""What users put in, shared through a real etcd: a job posted to one instance's API is
+applied by another and outlives the first; a name taken anywhere is a conflict; the
+cluster's token is accepted everywhere; with the store down a change is refused with a
+clear error and changes nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from controller.api import LoomApi
+from controller.cluster.etcd import EtcdClient, parse_url
+from controller.cluster.shared import SharedState
+from controller.model import Messages
+from mininet_scenarios.harness.etcd import EtcdCluster
+from tests.cluster.support import needs_etcd
+from tests.sim import LoomSim
+from topologies import fat_tree
+
+pytestmark = [pytest.mark.slow, needs_etcd]
+JOB = {"name": "ring", "hosts": ["10.0.0.2", "10.1.0.2", "10.2.0.2", "10.3.0.2"]}
+TOKEN = "s3cret"
+
+
+class Instance:
+    def __init__(self, url: str, timeout: float = 0.5) -> None:
+        endpoints, prefix = parse_url(url)
+        self.sim = LoomSim(fat_tree(4)).start()
+        self.client = EtcdClient(endpoints, timeout=timeout)
+        self.sent: list[Messages] = []
+        self.shared = SharedState(self.client, prefix, self.sim.core, self.sent.append)
+        self.shared.share_token(TOKEN)
+        self.api = LoomApi(self.sim.core, lambda: self.sim.now, None, shared=self.shared)
+
+    def sync(self) -> None:
+        self.shared.apply(self.sim.now, self.client.get_prefix(self.shared.prefix))
+
+
+@pytest.fixture(scope="module")
+def etcd() -> Iterator[EtcdCluster]:
+    with EtcdCluster(base_port=51379) as cluster:
+        yield cluster
+
+
+def test_a_job_posted_anywhere_is_applied_everywhere(etcd: EtcdCluster) -> None:
+    url = etcd.url.rsplit("/", 1)[0] + "/shared-test"
+    one, two = Instance(url), Instance(url)
+    one.sync()
+    two.sync()
+    auth = f"Bearer {TOKEN}"
+    assert one.api.handle("POST", "/loom/v1/jobs", {}, json.dumps(JOB).encode()).status == 401
+    res = one.api.handle("POST", "/loom/v1/jobs", {}, json.dumps(JOB).encode(), auth)
+    assert res.status == 201, res.body
+    assert "ring" not in two.sim.core.jobs.jobs
+    two.sync()
+    assert "ring" in two.sim.core.jobs.jobs  # applied from the store
+    assert sum(len(m) for batch in two.sent for m in batch.values()) > 0
+    again = two.api.handle("POST", "/loom/v1/jobs", {}, json.dumps(JOB).encode(), auth)
+    assert again.status == 409
+    del one  # the instance that took the job is gone: the job is not
+    three = Instance(url)
+    three.sync()
+    assert "ring" in three.sim.core.jobs.jobs
+    assert two.api.handle("DELETE", "/loom/v1/jobs/ring", {}, b"", auth).status == 200
+    three.sync()
+    assert "ring" not in three.sim.core.jobs.jobs
+
+
+def test_with_no_quorum_a_change_is_refused_and_changes_nothing(etcd: EtcdCluster) -> None:
+    url = etcd.url.rsplit("/", 1)[0] + "/quorum-test"
+    one = Instance(url)
+    one.sync()
+    etcd.kill(2)
+    etcd.kill(3)
+    try:
+        res = one.api.handle(
+            "POST", "/loom/v1/jobs", {}, json.dumps(JOB).encode(), f"Bearer {TOKEN}"
+        )
+        assert res.status == 503
+        assert "no quorum" in res.body["error"] and "nothing was changed" in res.body["error"]
+        assert "ring" not in one.sim.core.jobs.jobs
+        assert res.messages == {}
+    finally:
+        etcd.restart(2)
+        etcd.restart(3)
