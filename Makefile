@@ -114,6 +114,12 @@ lint: venv
 demo: setup torch
 	$(PY) -m mininet_scenarios.demo $(ARGS)
 
+## Three Loom instances on a three-member etcd (loopback) share a k=4 fat-tree; one dies
+## under traffic, then etcd members do (~2 min).
+.PHONY: cluster-demo
+cluster-demo: setup torch
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.demo.cluster $(ARGS)
+
 clean-venv:
 	rm -rf $(VENV) $(OSKEN_VENV)
 
@@ -140,6 +146,12 @@ bench-collectives-both: setup torch
 
 ## What new flows cost the core (docs/benchmarks.md §9), placement at the first packet on and
 ## off side by side; the core alone, no emulation.
+## Cluster benchmark (docs/benchmarks.md §6): ten SIGKILLs of the instance mastering a
+## stream's switches, and the control-plane load of 1, 2 and 3 instances (~12 min).
+.PHONY: bench-cluster
+bench-cluster: setup torch
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.cluster $(ARGS)
+
 .PHONY: bench-newflows
 bench-newflows: venv
 	$(PY) -m mininet_scenarios.bench.newflows

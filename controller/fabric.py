@@ -11,14 +11,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from controller.addressing import AddressBook
 from controller.arp import ArpService
 from controller.cadence import Cadence, lldp_on
 from controller.compiler import RuleStore, held_hosts
-from controller.engineer import TeConfig, TrafficEngineer
+from controller.config import FabricConfig as FabricConfig  # (re-exported)
+from controller.engineer import TrafficEngineer
 from controller.jobs import JobBook
 from controller.jobspec import JobSpec
 from controller.limits import NO_LIMITS
@@ -84,23 +85,6 @@ LLDP_RATE = 5000.0  # LLDP frames a second at most (k=48: each port every 28 s)
 # Rules a switch may go without (forwarding falls back to its routes): where a switch's
 # profile caps flow entries, these are refused rather than overflow its tables.
 OPTIONAL = (OwnerKind.FLOW, OwnerKind.JOB, OwnerKind.QUIET)
-
-
-@dataclass(frozen=True)
-class FabricConfig:
-    lldp_interval: float = 1.0
-    lldp_timeout: float = 3.5
-    arp_probe_interval: float = 1.0
-    arp_wait_timeout: float = 3.0
-    poll_interval: float = 0.5
-    link_capacity_mbps: float | None = None  # overrides what ports report (emulated links)
-    qos: bool = True  # DSCP classes and queues (off: jobs are placed but not prioritised)
-    settle_time: float = 4.0  # after a switch is read back: when to drop what no plan claims
-    fast_failover: bool = True  # failover groups with detours, so switches bridge link failures
-    # in a cluster: every detour searched afresh when a link comes, so all instances hold
-    # the same ones whatever order they learned the fabric in (tunnels span switches)
-    fresh_detours: bool = False
-    te: TeConfig = field(default_factory=TeConfig)
 
 
 class Fabric:
@@ -198,9 +182,8 @@ class Fabric:
         return self._read_back(now, dpid)
 
     def take_over(self, now: float, dpid: int) -> Messages:
-        """This instance just became ``dpid``'s master (a cluster failover): its belief
-        of the switch may be stale, so read it back and send only differences, routing
-        it meanwhile (as a repair, not held like a switch reconnecting to a new process)."""
+        """Now ``dpid``'s master (a cluster failover): read it back and send only what
+        differs, routing it meanwhile (a repair, not held as after a restart)."""
         if dpid not in self.topo.switches:
             return {}
         self.sync.repaired_at[dpid] = now
@@ -414,9 +397,8 @@ class Fabric:
 
     @property
     def settled(self) -> bool:
-        """Discovery quiet, everything read back adopted and released, nothing left to
-        plan: what this core would write is whole (a cluster member takes switches over
-        from another only then)."""
+        """Discovery quiet, read-backs adopted and released, nothing left to plan: what
+        this core would write is whole (only then may a cluster member take switches)."""
         s = self.sync
         return not (self._dirty or self.busy or s.reading or s.adopted_at or s.holding)
 

@@ -10,14 +10,15 @@ What is measured, and why this way:
 * **Kills.** A 1,000 datagram/s UDP stream runs from h1 to h16 (other pods) and a real gloo
   all-reduce (``torch.distributed``) runs on h2, h6, h10, h14, registered as a job through
   the API of the instance about to die. That instance is the master of h1's edge switch,
-  and SIGKILLed one second into the all-reduce. Reported per kill: datagrams lost, the
-  stream's largest gap beside its largest gap before the kill (its own jitter), the time
+  and SIGKILLed one second into the all-reduce. Reported per kill: datagrams lost; the
+  stream's largest gap beside its largest gap before the kill (its own jitter); the time
   from the kill until every switch has a master again (each survivor's
-  ``GET /loom/v1/cluster`` polled every 20 ms: each has had its role request answered), whether the
-  all-reduce completed, whether the job is still registered and its rules in place, and the
-  rules removed or replaced on any switch (``dump-flows`` before the kill and after; rules
-  added meanwhile are new flows' pins, counted apart). The killed instance is then started
-  again and the next kill waits until it has its share of the switches back.
+  ``GET /loom/v1/cluster`` polled every 20 ms: a switch counts once its role reply came);
+  whether the all-reduce completed; whether the job is still registered; and the rules
+  removed or replaced on any switch (``dump-flows`` before the kill and after), apart
+  from flows' pins, which come and go with the flows (counted apart, as are rules added).
+  The killed instance is then started again, and the next kill waits until it has its
+  share of the switches back.
 * **Load.** The same fabric with 1, 2 and 3 instances: each instance's CPU seconds per second
   and packet-ins per second over ``--load-seconds`` with the stream running, and how many
   switches it masters. Every instance learns the whole fabric (it receives every packet-in,
@@ -128,7 +129,8 @@ def kill_once(
         "collective": {"completed": "busbw_mbps" in done, **done},
         "job_intact": job_ok,
         "rules": {
-            "rewritten": diff["removed"] + diff["readded"],
+            "rewritten": _changed(diff, pins=False),
+            "pins_removed": _changed(diff, pins=True),
             "added": diff["added"],
             "of": diff["flows_before"],
             "by_kind": diff["by_kind"],
@@ -140,9 +142,23 @@ def kill_once(
         f" stream lost {trace.lost}, gap {gap.gap_ms:.1f} ms (before: {base.gap_ms:.1f});"
         f" all-reduce {'completed' if 'busbw_mbps' in done else done.get('error')};"
         f" job {'intact' if job_ok else 'LOST'}; rules rewritten {result['rules']['rewritten']}"
+        f" (flow pins removed {result['rules']['pins_removed']})"
     )
     rejoin(cluster, victim, args.timeout)
     return result
+
+
+def _changed(diff: dict[str, Any], pins: bool) -> int:
+    """Rules removed or replaced between the dumps: flows' pins (``pins``), which come and
+    go with the flows themselves, or everything else (routes, failover, hosts, jobs,
+    tenants), which a take-over must leave as it was."""
+    by_kind = diff["by_kind"]
+    return sum(
+        n
+        for what in ("removed", "readded")
+        for kind, n in by_kind.get(what, {}).items()
+        if (kind == "flow") == pins
+    )
 
 
 def rejoin(cluster: LoomCluster, name: str, timeout: float) -> float:
@@ -198,8 +214,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--phases", default="kills,load")
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--stream-rate", type=float, default=1000.0, help="datagrams/s")
-    ap.add_argument("--mib", type=float, default=16.0, help="all-reduce buffer per rank")
-    ap.add_argument("--iters", type=int, default=8, help="timed all-reduce iterations")
+    ap.add_argument("--mib", type=float, default=8.0, help="all-reduce buffer per rank")
+    ap.add_argument("--iters", type=int, default=4, help="timed all-reduce iterations")
     ap.add_argument("--lead", type=float, default=1.0, help="s of all-reduce before a kill")
     ap.add_argument("--settle", type=float, default=2.0, help="s after re-mastering")
     ap.add_argument("--timeout", type=float, default=120.0)

@@ -6,6 +6,7 @@ its share, and every claim's generation is larger than the one before."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +15,7 @@ from controller.cluster.etcd import EtcdClient, parse_url
 from controller.cluster.node import POLL, ClusterNode
 from controller.cluster.roles import Roles
 from mininet_scenarios.harness.etcd import EtcdCluster
+from mininet_scenarios.harness.processes import free_port
 from tests.cluster.support import needs_etcd
 
 pytestmark = [pytest.mark.slow, needs_etcd]
@@ -68,7 +70,7 @@ class Member:
 
 @pytest.fixture(scope="module")
 def etcd() -> Iterator[EtcdCluster]:
-    with EtcdCluster(base_port=41379) as cluster:
+    with EtcdCluster(base_port=11379) as cluster:
         yield cluster
 
 
@@ -120,3 +122,37 @@ def test_members_share_switches_and_take_over_from_the_dead(etcd: EtcdCluster) -
     assert sorted(x for v in after.values() for x in v) == DPIDS
     for m in (b, c):
         assert set(after[m.node.me]) <= set(m.switches.generations)
+
+
+def test_a_member_cut_off_from_the_store_stops_writing_before_anyone_takes_over(
+    etcd: EtcdCluster,
+) -> None:
+    """A partition: ``a`` still runs (its port accepts connections, so nobody revokes its
+    lease) but reaches no etcd member. It stops writing before its lease can expire, and
+    only after that do the others claim its switches: at no instant do two members write
+    to one switch."""
+    url = etcd.url.rsplit("/", 1)[0] + "/partition-test"
+    a, b, c = (Member(url, n) for n in ("a", "b", "c"))
+    members = [a, b, c]
+    for _ in range(10):
+        now = time.monotonic()
+        for m in members:
+            m.node.step(now)
+        time.sleep(POLL)
+    theirs = set(a.roles.masters())
+    assert theirs
+    a.node.client = EtcdClient([f"http://127.0.0.1:{free_port()}"], timeout=0.2)
+    overlaps, moved_at, cut = 0, None, time.monotonic()
+    while time.monotonic() - cut < 6.0:
+        now = time.monotonic()
+        for m in members:
+            m.node.step(now)
+            m.node.probe_peers()
+        writers = {d: [m.node.me for m in members if m.roles.writable(d, now)] for d in DPIDS}
+        overlaps += sum(1 for w in writers.values() if len(w) > 1)
+        if moved_at is None and all(writers[d] and writers[d] != ["a"] for d in theirs):
+            moved_at = now - cut
+        time.sleep(0.05)
+    assert overlaps == 0
+    assert not any(a.roles.writable(d, time.monotonic()) for d in DPIDS)  # fenced
+    assert moved_at is not None and 1.5 <= moved_at < 5.0, moved_at

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +16,7 @@ from controller.api import LoomApi
 from controller.cluster.etcd import EtcdClient, parse_url
 from controller.cluster.shared import SharedState
 from controller.model import Messages
+from controller.policy.manager import PolicyManager
 from mininet_scenarios.harness.etcd import EtcdCluster
 from tests.cluster.support import needs_etcd
 from tests.sim import LoomSim
@@ -22,17 +25,21 @@ from topologies import fat_tree
 pytestmark = [pytest.mark.slow, needs_etcd]
 JOB = {"name": "ring", "hosts": ["10.0.0.2", "10.1.0.2", "10.2.0.2", "10.3.0.2"]}
 TOKEN = "s3cret"
+EXAMPLE = Path(__file__).resolve().parents[2] / "controller/policy/example-policy.yaml"
 
 
 class Instance:
-    def __init__(self, url: str, timeout: float = 0.5) -> None:
+    def __init__(self, url: str, timeout: float = 0.5, policy: str | None = None) -> None:
         endpoints, prefix = parse_url(url)
         self.sim = LoomSim(fat_tree(4)).start()
         self.client = EtcdClient(endpoints, timeout=timeout)
         self.sent: list[Messages] = []
-        self.shared = SharedState(self.client, prefix, self.sim.core, self.sent.append)
+        self.policy = PolicyManager(self.sim.core, policy)
+        self.shared = SharedState(self.client, prefix, self.sim.core, self.sent.append, self.policy)
         self.shared.share_token(TOKEN)
-        self.api = LoomApi(self.sim.core, lambda: self.sim.now, None, shared=self.shared)
+        self.api = LoomApi(
+            self.sim.core, lambda: self.sim.now, None, self.policy, shared=self.shared
+        )
 
     def sync(self) -> None:
         self.shared.apply(self.sim.now, self.client.get_prefix(self.shared.prefix))
@@ -40,7 +47,7 @@ class Instance:
 
 @pytest.fixture(scope="module")
 def etcd() -> Iterator[EtcdCluster]:
-    with EtcdCluster(base_port=51379) as cluster:
+    with EtcdCluster(base_port=14379) as cluster:
         yield cluster
 
 
@@ -85,3 +92,35 @@ def test_with_no_quorum_a_change_is_refused_and_changes_nothing(etcd: EtcdCluste
     finally:
         etcd.restart(2)
         etcd.restart(3)
+
+
+def tenant_names(instance: Instance) -> set[str]:
+    tenants: Any = instance.policy.describe()["tenants"]
+    return {t["name"] for t in tenants}
+
+
+def test_a_policy_reloaded_on_one_instance_is_applied_by_the_others(
+    etcd: EtcdCluster, tmp_path: Path
+) -> None:
+    """The example policy reloaded on one instance is published and checked and applied by
+    another, whose own file says nothing; an invalid file is refused where it is reloaded,
+    is not published, and the cluster keeps the policy in force."""
+    url = etcd.url.rsplit("/", 1)[0] + "/policy-test"
+    path = tmp_path / "policy.yaml"
+    path.write_text(EXAMPLE.read_text())
+    one = Instance(url, policy=str(path))
+    two = Instance(url)
+    auth = f"Bearer {TOKEN}"
+    assert one.api.handle("POST", "/loom/v1/policy/reload", {}, b"", auth).status == 200
+    two.sync()
+    tenants = tenant_names(two)
+    assert tenants == {"research", "production", "guests"}
+    assert two.sim.core.tenants.enforcing
+    path.write_text("version: 1\ntenants: [{name: x, hosts: [{ip: 10.0.0.2}]}, {name: x}]\n")
+    res = one.api.handle("POST", "/loom/v1/policy/reload", {}, b"", auth)
+    assert res.status == 422
+    revision = two.shared.policy_revision
+    two.sync()
+    assert two.shared.policy_revision == revision  # nothing new was published
+    tenants = tenant_names(two)
+    assert tenants == {"research", "production", "guests"}
