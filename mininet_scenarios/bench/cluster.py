@@ -35,7 +35,6 @@ import argparse
 import datetime as dt
 import json
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,130 +42,10 @@ from typing import Any
 
 from mininet_scenarios.bench.cluster_report import TARGETS, plot, summarize, table
 from mininet_scenarios.harness import metrics as prom
-from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.cluster import LoomCluster
-from mininet_scenarios.harness.rules import compare_rules, rule_snapshot
-from mininet_scenarios.workloads.collectives.runner import job_request, run_collective
+from mininet_scenarios.workloads.cluster_kill import DST, SRC, kill_once, say
 from mininet_scenarios.workloads.flood import process_cpu_seconds
-from mininet_scenarios.workloads.streams import Stream, gap_in
-
-SRC, DST = "h1", "h16"
-RING = ["h2", "h6", "h10", "h14"]  # one host per pod, none of the stream's
-JOB = "cluster-ring"
-
-
-def say(text: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
-
-
-def _edge_of(cluster: LoomCluster, host: str) -> str:
-    graph = cluster.graph
-    switch = next(iter(graph.neighbors(host)))
-    return f"{int(graph.nodes[switch]['dpid']):016x}"
-
-
-def kill_once(
-    cluster: LoomCluster, args: argparse.Namespace, run_dir: Path, n: int, prefix: str = ""
-) -> dict[str, Any]:
-    """One kill of the instance mastering the stream's first switch; see the module doc."""
-    net = cluster.net
-    src, dst, ring = prefix + SRC, prefix + DST, [prefix + h for h in RING]
-    masters = cluster.masters()
-    victim = masters[_edge_of(cluster, src)]
-    ips = [net.graph.nodes[h]["ip"] for h in ring]
-    cluster.instance(victim).api.request(
-        "POST", "/loom/v1/jobs", job_request(JOB, "bench", ips, "all_reduce")
-    )
-    done: dict[str, Any] = {}
-
-    def collective() -> None:
-        try:
-            res = run_collective(
-                net,
-                ring,
-                "all_reduce",
-                args.mib,
-                args.iters,
-                warmup=1,
-                port=29500 + n,
-                out_dir=run_dir / f"collective-{n}",
-                timeout=args.timeout,
-            )
-            done["busbw_mbps"] = round(res.busbw, 1)
-        except Exception as exc:  # reported, not raised: the other figures still count
-            done["error"] = f"{type(exc).__name__}: {exc}"[:300]
-
-    stream = Stream(net, src, dst, run_dir / "streams", args.stream_rate, 9300 + n, 41000 + n)
-    with stream:
-        worker = threading.Thread(target=collective, daemon=True)
-        worker.start()
-        time.sleep(args.lead)
-        before = rule_snapshot(net.switch_names)
-        t_kill = cluster.kill(victim)
-        remaster = cluster.wait_mastered(args.timeout, without=victim)
-        time.sleep(args.settle)
-        t_end = time.monotonic()
-        worker.join(args.timeout)
-    trace = stream.trace
-    assert trace is not None
-    after = rule_snapshot(net.switch_names)
-    diff = compare_rules(before, after).summary()
-    gap, base = gap_in(trace, t_kill, t_end), gap_in(trace, stream.started + 0.5, t_kill - 0.05)
-    survivor = next(i for i in cluster.live())
-    try:
-        job = survivor.api.get(f"/loom/v1/jobs/{JOB}")
-        job_ok = job.get("name") == JOB
-        survivor.api.request("DELETE", f"/loom/v1/jobs/{JOB}")
-    except LoomApiError:
-        job_ok = False
-    result = {
-        "victim": victim,
-        "victim_switches": sum(1 for m in masters.values() if m == victim),
-        "remaster_s": round(remaster, 3),
-        "stream": {"sent": trace.sent_count, "received": len(trace.seq), "lost": trace.lost},
-        "gap": gap.as_dict(),
-        "baseline": base.as_dict(),
-        "collective": {"completed": "busbw_mbps" in done, **done},
-        "job_intact": job_ok,
-        "rules": {
-            "rewritten": _changed(diff, pins=False),
-            "pins_removed": _changed(diff, pins=True),
-            "added": diff["added"],
-            "of": diff["flows_before"],
-            "by_kind": diff["by_kind"],
-            "examples": diff["examples"],
-        },
-    }
-    say(
-        f"  kill {n}: {victim} -> every switch mastered again in {remaster * 1e3:.0f} ms;"
-        f" stream lost {trace.lost}, gap {gap.gap_ms:.1f} ms (before: {base.gap_ms:.1f});"
-        f" all-reduce {'completed' if 'busbw_mbps' in done else done.get('error')};"
-        f" job {'intact' if job_ok else 'LOST'}; rules rewritten {result['rules']['rewritten']}"
-        f" (flow pins removed {result['rules']['pins_removed']})"
-    )
-    rejoin(cluster, victim, args.timeout)
-    return result
-
-
-def _changed(diff: dict[str, Any], pins: bool) -> int:
-    """Rules removed or replaced between the dumps: flows' pins (``pins``), which come and
-    go with the flows themselves, or everything else (routes, failover, hosts, jobs,
-    tenants), which a take-over must leave as it was."""
-    by_kind = diff["by_kind"]
-    return sum(
-        n
-        for what in ("removed", "readded")
-        for kind, n in by_kind.get(what, {}).items()
-        if (kind == "flow") == pins
-    )
-
-
-def rejoin(cluster: LoomCluster, name: str, timeout: float) -> float:
-    """Start a killed instance again; seconds until it holds its share of the switches."""
-    started = time.monotonic()
-    cluster.instance(name).start()
-    cluster.wait_balanced(timeout * 4)
-    return time.monotonic() - started
+from mininet_scenarios.workloads.streams import Stream
 
 
 def load_phase(args: argparse.Namespace, out: Path) -> dict[str, Any]:

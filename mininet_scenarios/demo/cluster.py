@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mininet_scenarios.bench.cluster import kill_once
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.cluster import LoomCluster
+from mininet_scenarios.workloads.cluster_kill import kill_once
 from mininet_scenarios.workloads.collectives.runner import job_request
 from mininet_scenarios.workloads.streams import Stream
 from topologies import fat_tree

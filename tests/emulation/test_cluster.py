@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from mininet_scenarios.bench.cluster import kill_once
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.cluster import LoomCluster
 from mininet_scenarios.harness.rules import compare_rules, rule_snapshot
+from mininet_scenarios.workloads.cluster_kill import kill_once
 from mininet_scenarios.workloads.collectives.runner import job_request
 from mininet_scenarios.workloads.streams import Stream, gap_in
 from topologies import fat_tree
