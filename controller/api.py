@@ -193,7 +193,12 @@ class LoomApi:
             if self.shared is not None:  # checked, then stored, then applied here
                 self.fabric.jobs.check(spec, self.fabric.tenants)
                 self.shared.publish_job(spec.name, body)
-            messages = self.fabric.create_job(self.clock(), spec)
+            try:
+                messages = self.fabric.create_job(self.clock(), spec)
+            except JobError:
+                if self.shared is not None:  # refused here after all: not for the others
+                    self.shared.withdraw_job(spec.name)
+                raise
         except JobError as exc:
             return error(409 if exc.conflict else 400, str(exc), field=exc.field)
         return Response(201, self.view.describe_job(spec.name), messages)

@@ -88,6 +88,16 @@ class SharedState:
         self.client.delete(self.prefix + JOBS + name)
         self.jobs.pop(name, None)
 
+    def offer_policy(self) -> None:
+        """At start: this instance's policy becomes the cluster's if it has none yet."""
+        st = self.policy.status if self.policy is not None else None
+        if st is None or st.path is None or not (st.loaded and st.ok):
+            return
+        text = Path(st.path).read_bytes()
+        revision = self.client.create(self.prefix + POLICY, text)
+        if revision is not None:
+            self.policy_revision = revision
+
     def publish_policy(self) -> None:
         """After a reload validated here: the file's text becomes the cluster's policy."""
         if self.policy is None or self.policy.status.path is None:

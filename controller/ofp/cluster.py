@@ -57,6 +57,7 @@ class ClusterGlue:
             try:
                 frames.set_lldp_key(self.shared.secret())
                 self.shared.share_token(token)
+                self.shared.offer_policy()
                 return
             except StoreUnavailable as exc:
                 if attempt == START_TRIES - 1:

@@ -124,3 +124,21 @@ def test_a_policy_reloaded_on_one_instance_is_applied_by_the_others(
     assert two.shared.policy_revision == revision  # nothing new was published
     tenants = tenant_names(two)
     assert tenants == {"research", "production", "guests"}
+
+
+def test_the_first_instance_with_a_policy_offers_it_to_the_cluster(
+    etcd: EtcdCluster, tmp_path: Path
+) -> None:
+    url = etcd.url.rsplit("/", 1)[0] + "/offer-test"
+    path = tmp_path / "policy.yaml"
+    path.write_text(EXAMPLE.read_text())
+    one = Instance(url, policy=str(path))
+    one.policy.reload(one.sim.now)
+    one.shared.offer_policy()
+    other = tmp_path / "other.yaml"
+    other.write_text("version: 1\ntenants: [{name: solo, hosts: [{ip: 10.0.0.2}]}]\n")
+    two = Instance(url, policy=str(other))
+    two.policy.reload(two.sim.now)
+    two.shared.offer_policy()  # the cluster has one already: the cluster's wins
+    two.sync()
+    assert tenant_names(two) == {"research", "production", "guests"}
