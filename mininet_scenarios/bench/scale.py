@@ -76,9 +76,12 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def core_config() -> FabricConfig:
-    """What ``controller/app.py`` builds with no ``LOOM_*`` variable and no policy file."""
-    return Settings.from_env({}).fabric
+def core_config(cluster: bool = False) -> FabricConfig:
+    """What ``controller/app.py`` builds with no ``LOOM_*`` variable and no policy file
+    (``cluster``: with ``LOOM_CLUSTER`` set, as one instance of a cluster plans; the
+    store itself plays no part here)."""
+    env = {"LOOM_CLUSTER": "etcd://127.0.0.1:2379"} if cluster else {}
+    return Settings.from_env(env).fabric
 
 
 class Watch:
@@ -389,10 +392,10 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def run_size(spec: str, budget: float) -> dict[str, Any]:
+def run_size(spec: str, budget: float, cluster: bool = False) -> dict[str, Any]:
     """Every phase on one fabric, in this process; stops at the budget."""
     graph = by_name(spec)
-    fabric = Fabric(core_config(), timer=time.perf_counter)
+    fabric = Fabric(core_config(cluster), timer=time.perf_counter)
     wire = Wire(graph, fabric)
     doc: dict[str, Any] = {
         "spec": spec,
@@ -436,12 +439,13 @@ def run_size(spec: str, budget: float) -> dict[str, Any]:
     return doc
 
 
-def run_child(spec: str, budget: float) -> dict[str, Any]:
+def run_child(spec: str, budget: float, cluster: bool = False) -> dict[str, Any]:
     """``run_size`` in a subprocess of its own (its peak RSS is that size's alone)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "size.json"
         cmd = [sys.executable, "-m", "mininet_scenarios.bench.scale", "--one", spec]
         cmd += ["--budget", str(budget), "--child-out", str(out)]
+        cmd += ["--cluster"] if cluster else []
         limit = 3 * budget + 300  # a single core call can outlast the budget
         try:
             proc = subprocess.run(cmd, timeout=limit, check=False)
@@ -475,6 +479,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--budget", type=float, default=600.0, help="core and wall s per size")
     ap.add_argument("--quick", action="store_true", help="fat_tree k=4 and k=8 only")
     ap.add_argument("--keep-going", action="store_true", help="run sizes after one that failed")
+    ap.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the core as a cluster instance plans (fresh detours)",
+    )
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child: one size, in this process
     ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -501,7 +510,9 @@ def split_specs(text: str) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.one:
-        write_json(args.child_out or Path("size.json"), run_size(args.one, args.budget))
+        write_json(
+            args.child_out or Path("size.json"), run_size(args.one, args.budget, args.cluster)
+        )
         return 0
     from mininet_scenarios.bench.patterns_report import loom_version
 
@@ -512,7 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": " ".join(["python -m mininet_scenarios.bench.scale", *(argv or sys.argv[1:])]),
         "budget_s": args.budget,
-        "config": repr(core_config()),
+        "config": repr(core_config(args.cluster)),
         "targets": TARGETS,
         "loom": loom_version(),
         "python": sys.version.split()[0],
@@ -526,7 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             doc["sizes"].append({"spec": spec, "switches": n, "skipped": True})
             continue
         say(f"== {spec}")
-        result = run_child(spec, args.budget)
+        result = run_child(spec, args.budget, args.cluster)
         result.setdefault("switches", n)
         if "error" in result or not result.get("settle", {}).get("settled"):
             failed[family] = min(n, failed.get(family, n))

@@ -132,3 +132,11 @@ def test_the_program_writes_json_table_and_figure(tmp_path: Path) -> None:
     table = (tmp_path / "table.txt").read_text()
     assert "fat_tree(4)" in table and "PASS" in table and "<= 60" in table
     assert (tmp_path / "scale.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_core_planning_as_a_cluster_instance_settles_and_agrees_with_its_switches() -> None:
+    """``--cluster`` (detours searched afresh when a link comes): the fabric settles with
+    every switch holding exactly what the core believes, and so does a link's return."""
+    doc = run_size("fat_tree:k=4", 120.0, cluster=True)
+    assert doc["settle"]["settled"] and doc["link"]["up"]["settle"]["settled"]
+    assert doc["rules"]["mismatched_switches"] == 0
