@@ -10,6 +10,7 @@ fabric and every switch has a master. ``kill(i)`` is a SIGKILL, as a crash would
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -96,6 +97,8 @@ class LoomCluster:
 
     def __enter__(self) -> LoomCluster:
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # A fresh store each time: a run's data dir left over would bring back its jobs.
+        shutil.rmtree(self.run_dir / "etcd", ignore_errors=True)
         try:
             self._stack.enter_context(self.etcd)
             for i in range(1, self.n_instances + 1):
