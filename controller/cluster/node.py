@@ -89,6 +89,7 @@ class ClusterNode:
         self.advertised: tuple[tuple[int, ...], bool] | None = None
         self.status = NodeStatus()
         self._last_keepalive = -1e9
+        self.newest_claim: dict[int, int] = {}  # dpid -> newest claim generation seen
         self._refusals: Counter[str] = Counter()
 
     # -- lease ---------------------------------------------------------------------
@@ -149,6 +150,9 @@ class ClusterNode:
             self.status.raft_term = snapshot.raft_term
         view = View.parse(snapshot, self.prefix)
         self.status.view = view
+        for dpid, claim in view.masters.items():
+            if claim.generation > self.newest_claim.get(dpid, 0):
+                self.newest_claim[dpid] = claim.generation
         self._act(view)
         if self.shared is not None:
             self.shared.apply(now, snapshot)
@@ -188,9 +192,21 @@ class ClusterNode:
             )
             self.switches.take_over(dpid)
 
+    def slave_generation(self, dpid: int) -> int:
+        """A slave's generation id: the newest claim on the switch known here, never
+        more. A switch keeps the largest generation it has seen from anyone, so a slave
+        asking with a newer revision would make its master's next claim look stale."""
+        return self.newest_claim.get(dpid, 0)
+
     def refused(self, dpid: int) -> None:
-        """The switch refused our role or a write as a slave's: another is master."""
+        """The switch refused our role (a newer generation reached it) or a write as a
+        slave's (another is master): give the claim up, so that a fresh one (a newer
+        revision) can be made by whoever the shares then name."""
         self._drop(dpid, "lost")
+        with contextlib.suppress(StoreUnavailable):
+            self.client.delete_if_value(
+                claim_key(self.prefix, dpid), claim_value(self.me, self.lease)
+            )
 
     # -- peers -----------------------------------------------------------------------
     def probe_peers(self, connect: Callable[[str], bool | None] | None = None) -> None:

@@ -86,7 +86,7 @@ class ClusterGlue:
     def switch_connected(self, dpid: int, dp: Any) -> None:
         self.roles.forget(dpid)
         self.app.outbox.put(dpid, dp, encode.async_config(dp))
-        self.request_role(dpid, False, self.client.revision)
+        self.request_role(dpid, False, self.node.slave_generation(dpid))
         self.unranked.add(dpid)
 
     def switch_gone(self, dpid: int) -> None:
@@ -120,7 +120,7 @@ class ClusterGlue:
                 self.node.step(time.monotonic())
                 for dpid in sorted(self.unranked):
                     if self.roles.phase.get(dpid, Phase.SLAVE) is Phase.SLAVE:
-                        self.request_role(dpid, False, self.client.revision)
+                        self.request_role(dpid, False, self.node.slave_generation(dpid))
             except Exception:  # the loop must outlive a bug; logged with its trace
                 log.exception("cluster round failed")
 

@@ -9,12 +9,14 @@ What is measured, and why this way:
 
 * **Kills.** A 1,000 datagram/s UDP stream runs from h1 to h16 (other pods) and a real gloo
   all-reduce (``torch.distributed``) runs on h2, h6, h10, h14, registered as a job through
-  the API of the instance about to die. That instance is the master of h1's edge switch,
-  and SIGKILLed one second into the all-reduce. Reported per kill: datagrams lost; the
+  the API of the instance about to die: the master of h1's edge switch, SIGKILLed one
+  second into the all-reduce. Every instance is started with the same policy file (one
+  tenant holding every host, unassigned hosts denied). Reported per kill: datagrams lost; the
   stream's largest gap beside its largest gap before the kill (its own jitter); the time
   from the kill until every switch has a master again (each survivor's
   ``GET /loom/v1/cluster`` polled every 20 ms: a switch counts once its role reply came);
-  whether the all-reduce completed; whether the job is still registered; and the rules
+  whether the all-reduce completed; whether the job is still registered and every
+  survivor still enforces the policy it enforced before; and the rules
   removed or replaced on any switch (``dump-flows`` before the kill and after), apart
   from flows' pins, which come and go with the flows (counted apart, as are rules added).
   The killed instance is then started again, and the next kill waits until it has its
@@ -43,7 +45,13 @@ from typing import Any
 from mininet_scenarios.bench.cluster_report import TARGETS, plot, summarize, table
 from mininet_scenarios.harness import metrics as prom
 from mininet_scenarios.harness.cluster import LoomCluster
-from mininet_scenarios.workloads.cluster_kill import DST, SRC, kill_once, say
+from mininet_scenarios.workloads.cluster_kill import (
+    DST,
+    SRC,
+    kill_once,
+    one_tenant_policy,
+    say,
+)
 from mininet_scenarios.workloads.flood import process_cpu_seconds
 from mininet_scenarios.workloads.streams import Stream
 
@@ -130,8 +138,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if "kills" in args.phases:
         say(f"kills: three instances on a k=4 fat-tree, {args.kills} kills ...")
+        graph, runs = fat_tree(4), out / "runs" / "kills"
+        runs.mkdir(parents=True, exist_ok=True)
+        policy = one_tenant_policy(graph, runs / "policy.yaml")
+        env = {"LOOM_POLICY": str(policy)}
         with LoomCluster(
-            fat_tree(4), out / "runs" / "kills", shape=False, etcd_base_port=args.etcd_port
+            graph, runs, env=env, shape=False, etcd_base_port=args.etcd_port
         ) as cluster:
             doc["shares"] = cluster.shares()
             say(f"kills: switches shared {doc['shares']}")

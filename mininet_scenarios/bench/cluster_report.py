@@ -36,6 +36,7 @@ def summarize(doc: dict[str, Any]) -> dict[str, Any]:
         "lost": sum(k["stream"]["lost"] for k in kills),
         "collectives_completed": sum(1 for k in kills if k["collective"]["completed"]),
         "jobs_intact": sum(1 for k in kills if k["job_intact"]),
+        "policies_intact": sum(1 for k in kills if k.get("policy_intact")),
         "rules_rewritten": sum(k["rules"]["rewritten"] for k in kills),
         "pins_removed": sum(k["rules"].get("pins_removed", 0) for k in kills),
         "share_spread": (max(shares) - min(shares)) if shares else None,
@@ -58,6 +59,7 @@ def table(doc: dict[str, Any]) -> str:
             f"   (the stream's own jitter before the kill: p50 {j['p50']}  max {j['max']})",
             f"  all-reduce completed           {s['collectives_completed']} of {s['kills']}",
             f"  job intact after its instance  {s['jobs_intact']} of {s['kills']}",
+            f"  policy intact                  {s['policies_intact']} of {s['kills']}",
             f"  right rules rewritten          {s['rules_rewritten']}"
             f"   (target {TARGETS['rules_rewritten']}; routes, failover, hosts, jobs, tenants)",
             f"  flow pins removed              {s['pins_removed']}"

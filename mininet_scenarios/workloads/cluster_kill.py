@@ -31,6 +31,28 @@ def say(text: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
 
 
+TENANT = "bench"
+
+
+def one_tenant_policy(graph: Any, path: Path) -> Path:
+    """A policy with every host of ``graph`` in one tenant (unassigned hosts denied): the
+    policy whose survival a kill checks."""
+    hosts = sorted(
+        (str(d["ip"]) for _, d in graph.nodes(data=True) if d["kind"] == "host"),
+        key=lambda ip: tuple(int(x) for x in ip.split(".")),
+    )
+    lines = ["version: 1", "fabric: {unassigned_hosts: deny}", "tenants:"]
+    lines += [f"  - name: {TENANT}", "    hosts:"]
+    lines += [f"      - {{ip: {ip}}}" for ip in hosts]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _policy(inst: Any) -> tuple[bool, tuple[str, ...]]:
+    doc = inst.api.get("/loom/v1/policy")
+    return bool(doc.get("in_force")), tuple(sorted(t["name"] for t in doc.get("tenants", [])))
+
+
 def _edge_of(cluster: LoomCluster, host: str) -> str:
     graph = cluster.graph
     switch = next(iter(graph.neighbors(host)))
@@ -46,8 +68,9 @@ def kill_once(
     masters = cluster.masters()
     victim = masters[_edge_of(cluster, src)]
     ips = [net.graph.nodes[h]["ip"] for h in ring]
+    policy_before = _policy(cluster.instance(victim))
     cluster.instance(victim).api.request(
-        "POST", "/loom/v1/jobs", job_request(JOB, "bench", ips, "all_reduce")
+        "POST", "/loom/v1/jobs", job_request(JOB, TENANT, ips, "all_reduce")
     )
     done: dict[str, Any] = {}
 
@@ -85,6 +108,7 @@ def kill_once(
     diff = compare_rules(before, after).summary()
     gap, base = gap_in(trace, t_kill, t_end), gap_in(trace, stream.started + 0.5, t_kill - 0.05)
     survivor = next(i for i in cluster.live())
+    policies = {_policy(i) for i in cluster.live()}
     try:
         job = survivor.api.get(f"/loom/v1/jobs/{JOB}")
         job_ok = job.get("name") == JOB
@@ -100,6 +124,7 @@ def kill_once(
         "baseline": base.as_dict(),
         "collective": {"completed": "busbw_mbps" in done, **done},
         "job_intact": job_ok,
+        "policy_intact": policies == {policy_before},
         "rules": {
             "rewritten": _changed(diff, pins=False),
             "pins_removed": _changed(diff, pins=True),
@@ -113,7 +138,9 @@ def kill_once(
         f"  kill {n}: {victim} -> every switch mastered again in {remaster * 1e3:.0f} ms;"
         f" stream lost {trace.lost}, gap {gap.gap_ms:.1f} ms (before: {base.gap_ms:.1f});"
         f" all-reduce {'completed' if 'busbw_mbps' in done else done.get('error')};"
-        f" job {'intact' if job_ok else 'LOST'}; rules rewritten {result['rules']['rewritten']}"
+        f" job {'intact' if job_ok else 'LOST'},"
+        f" policy {'intact' if result['policy_intact'] else 'CHANGED'};"
+        f" rules rewritten {result['rules']['rewritten']}"
         f" (flow pins removed {result['rules']['pins_removed']})"
     )
     rejoin(cluster, victim, args.timeout)

@@ -17,16 +17,23 @@ from controller.cluster.roles import Roles
 from mininet_scenarios.harness.etcd import EtcdCluster
 from mininet_scenarios.harness.processes import free_port
 from tests.cluster.support import needs_etcd
+from tests.fakefabric.roles import MASTER, SLAVE, StaleGeneration, SwitchRoles
 
 pytestmark = [pytest.mark.slow, needs_etcd]
 DPIDS = list(range(1, 21))
 
 
-class Switches:
-    """Every switch connected; a role request is answered at once, as a switch would."""
+ARBITERS: dict[str, dict[int, SwitchRoles]] = {}  # per test: the switches' own role state
 
-    def __init__(self) -> None:
+
+class Switches:
+    """Every switch connected; a role request is answered at once by the switch's role
+    state (a stale generation refused, as Open vSwitch does)."""
+
+    def __init__(self, arbiters: dict[int, SwitchRoles], name: str) -> None:
+        self.arbiters, self.name = arbiters, name
         self.node: ClusterNode | None = None
+        self.pending: list[tuple[int, int]] = []
         self.generations: dict[int, int] = {}
         self.taken_over: list[int] = []
         self.learned = True  # the core has learned the whole fabric
@@ -38,10 +45,36 @@ class Switches:
         return self.learned
 
     def request_role(self, dpid: int, master: bool, generation: int) -> None:
-        assert generation > self.generations.get(dpid, 0)
-        self.generations[dpid] = generation
+        """A master request is on its way (delivered at the end of the round, after the
+        other instances' slave requests); a slave request arrives at once."""
+        if master:
+            assert generation > self.generations.get(dpid, 0)
+            self.generations[dpid] = generation
+            self.pending.append((dpid, generation))
+        else:
+            self.arrive(dpid, False, generation)
+
+    def deliver(self) -> None:
+        pending, self.pending = self.pending, []
+        for dpid, generation in pending:
+            self.arrive(dpid, True, generation)
+
+    def arrive(self, dpid: int, master: bool, generation: int) -> None:
         assert self.node is not None
+        arbiter = self.arbiters.setdefault(dpid, SwitchRoles())
+        try:
+            arbiter.request(self.name, MASTER if master else SLAVE, generation)
+        except StaleGeneration:
+            self.node.refused(dpid)
+            return
         self.node.role_replied(dpid, master, generation)
+
+    def be_slave(self) -> None:
+        """What an instance asks of a switch it does not hold (as on connecting)."""
+        assert self.node is not None
+        for dpid in DPIDS:
+            if dpid not in self.node.roles.held():
+                self.request_role(dpid, False, self.node.slave_generation(dpid))
 
     def take_over(self, dpid: int) -> None:
         self.taken_over.append(dpid)
@@ -51,7 +84,7 @@ class Member:
     def __init__(self, url: str, name: str) -> None:
         endpoints, prefix = parse_url(url)
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.switches = Switches()
+        self.switches = Switches(ARBITERS.setdefault(url, {}), name)
         self.roles = Roles(clustered=True)
         port = self.listener.getsockname()[1]
         self.node = ClusterNode(
@@ -80,6 +113,16 @@ def rounds(members: list[Member], n: int, now: list[float]) -> None:
         for m in members:
             m.node.step(now[0])
             m.node.probe_peers()
+        settle_roles(members)
+
+
+def settle_roles(members: list[Member]) -> None:
+    """Every instance's slave requests reach the switches before the round's master
+    requests do (the interleaving that makes a slave's generation matter)."""
+    for m in members:
+        m.switches.be_slave()
+    for m in members:
+        m.switches.deliver()
 
 
 def shares(members: list[Member]) -> dict[str, list[int]]:
@@ -138,6 +181,7 @@ def test_a_member_cut_off_from_the_store_stops_writing_before_anyone_takes_over(
         now = time.monotonic()
         for m in members:
             m.node.step(now)
+        settle_roles(members)
         time.sleep(POLL)
     theirs = set(a.roles.masters())
     assert theirs
@@ -148,6 +192,7 @@ def test_a_member_cut_off_from_the_store_stops_writing_before_anyone_takes_over(
         for m in members:
             m.node.step(now)
             m.node.probe_peers()
+        settle_roles(members)
         writers = {d: [m.node.me for m in members if m.roles.writable(d, now)] for d in DPIDS}
         overlaps += sum(1 for w in writers.values() if len(w) > 1)
         if moved_at is None and all(writers[d] and writers[d] != ["a"] for d in theirs):

@@ -21,7 +21,7 @@ import pytest
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.cluster import LoomCluster
 from mininet_scenarios.harness.rules import compare_rules, rule_snapshot
-from mininet_scenarios.workloads.cluster_kill import kill_once
+from mininet_scenarios.workloads.cluster_kill import TENANT, kill_once, one_tenant_policy
 from mininet_scenarios.workloads.collectives.runner import job_request
 from mininet_scenarios.workloads.streams import Stream, gap_in
 from topologies import fat_tree
@@ -36,7 +36,8 @@ ETCD_PORT = 24379
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoomCluster]:
     run_dir = tmp_path_factory.mktemp("cluster")
     graph = prefixed(fat_tree(4), PREFIX)
-    with LoomCluster(graph, run_dir, shape=False, etcd_base_port=ETCD_PORT) as c:
+    env = {"LOOM_POLICY": str(one_tenant_policy(graph, run_dir / "policy.yaml"))}
+    with LoomCluster(graph, run_dir, env=env, shape=False, etcd_base_port=ETCD_PORT) as c:
         assert c.net.pingall(timeout=2.0).loss_pct == 0.0
         yield c
 
@@ -63,6 +64,7 @@ def test_an_instance_killed_under_traffic_costs_no_datagram(
     assert res["remaster_s"] < 3.0  # CI-safe: the benchmark reports it against 1 s
     assert res["collective"]["completed"], res["collective"]
     assert res["job_intact"]  # registered on the instance that died
+    assert res["policy_intact"]
     # Routes, failover groups, host delivery and the job's rules stay as they were; only
     # flows' pins may come and go (with their flows; and each instance places new flows
     # from its own counter readings).
@@ -84,7 +86,7 @@ def test_an_etcd_member_dying_changes_nothing(cluster: LoomCluster, tmp_path: Pa
         assert diff["readded"] == 0, diff
         api = cluster.live()[0].api
         ips = [net.graph.nodes[f"{PREFIX}h{i}"]["ip"] for i in (3, 7)]
-        assert api.request("POST", "/loom/v1/jobs", job_request("two", "t", ips, "all_reduce"))
+        assert api.request("POST", "/loom/v1/jobs", job_request("two", TENANT, ips, "all_reduce"))
         api.request("DELETE", "/loom/v1/jobs/two")
     finally:
         cluster.etcd.restart(1)
@@ -96,7 +98,7 @@ def test_without_quorum_the_fabric_forwards_and_changes_are_refused(
     net = cluster.net
     api = cluster.live()[0].api
     ips = [net.graph.nodes[f"{PREFIX}h{i}"]["ip"] for i in (4, 8)]
-    body = job_request("late", "t", ips, "all_reduce")
+    body = job_request("late", TENANT, ips, "all_reduce")
     stream = Stream(net, f"{PREFIX}h5", f"{PREFIX}h12", tmp_path, 1000.0, 9400, 43000)
     with stream:
         time.sleep(1.0)
