@@ -137,11 +137,13 @@ class ClusterNode:
                 return
             self._advertise()
             snapshot = self.client.get_prefix(self.prefix)
+            self._read(now, snapshot)
         except StoreUnavailable as exc:
             if self.status.store_up:
                 log.error("cluster store unavailable: %s", exc)
             self.status.store_up = False
-            return
+
+    def _read(self, now: float, snapshot: Snapshot) -> None:
         if not self.status.store_up:
             log.info("cluster store reachable (revision %d)", snapshot.revision)
         self.status.store_up = True

@@ -189,13 +189,14 @@ class LoomCluster:
 
     def wait_balanced(self, timeout: float) -> float:
         """Seconds until every live instance masters its share (within one of even) and
-        every switch is mastered."""
+        every switch is mastered (an instance just started answers with an empty view
+        at first: its shares are not taken for balanced ones)."""
         started = time.monotonic()
         while True:
             with contextlib.suppress(OSError, LoomApiError, RuntimeError, KeyError):
                 shares = self.shares()
-                live = len(self.live())
-                if len(shares) == live and max(shares.values()) - min(shares.values()) <= 1:
+                whole = sum(shares.values()) == self.switches and len(shares) == len(self.live())
+                if whole and max(shares.values()) - min(shares.values()) <= 1:
                     self.wait_mastered(timeout)
                     return time.monotonic() - started
             if time.monotonic() - started > timeout:
