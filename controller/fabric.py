@@ -397,8 +397,7 @@ class Fabric:
 
     @property
     def settled(self) -> bool:
-        """Discovery quiet, read-backs adopted and released, nothing left to plan: what
-        this core would write is whole (only then may a cluster member take switches)."""
+        """Nothing learned or planned is pending (a cluster member takes switches only then)."""
         s = self.sync
         return not (self._dirty or self.busy or s.reading or s.adopted_at or s.holding)
 

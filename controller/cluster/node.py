@@ -65,7 +65,6 @@ class NodeStatus:
     store_up: bool = False
     view: View = field(default_factory=lambda: View(0))
     changes: Counter[str] = field(default_factory=Counter)  # gained / lost / released
-    revoked: int = 0
     raft_term: int = 0
     term_changes: int = 0
 
@@ -90,6 +89,7 @@ class ClusterNode:
         self.status = NodeStatus()
         self._last_keepalive = -1e9
         self.newest_claim: dict[int, int] = {}  # dpid -> newest claim generation seen
+        self._acted_on: tuple[object, ...] = ()
         self._refusals: Counter[str] = Counter()
 
     # -- lease ---------------------------------------------------------------------
@@ -161,7 +161,11 @@ class ClusterNode:
 
     def _act(self, view: View) -> None:
         held = {d: self.roles.generation.get(d, 0) for d in self.roles.held()}
-        todo = steps(view, self.me, self.lease, self.switches.connected(), held)
+        linked = self.switches.connected()
+        inputs = (view.revision, self.lease, tuple(linked), tuple(sorted(held.items())))
+        if inputs == self._acted_on:  # the same revision, switches and holdings: no steps
+            return
+        todo = steps(view, self.me, self.lease, linked, held)
         for dpid in todo.lost:
             self._drop(dpid, "lost")
         for dpid in todo.release:
@@ -176,6 +180,7 @@ class ClusterNode:
             won = self.client.create(key, value, self.lease)
             if won is not None:
                 self._claimed(dpid, won)
+        self._acted_on = inputs  # (not before: a step the store refused is tried again)
 
     def _claimed(self, dpid: int, generation: int) -> None:
         self.roles.claim(dpid, generation)
@@ -225,15 +230,8 @@ class ClusterNode:
                 log.warning("cluster member %s is gone (connection refused): revoking", member.id)
                 try:
                     self.client.lease_revoke(member.lease)
-                    self.status.revoked += 1
                 except StoreUnavailable:
                     self._refusals[member.id] = 0
-
-    def leave(self) -> None:
-        """A clean stop: give the switches back at once."""
-        if self.lease:
-            with contextlib.suppress(StoreUnavailable):
-                self.client.lease_revoke(self.lease)
 
 
 def refused(address: str) -> bool:
