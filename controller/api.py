@@ -7,13 +7,15 @@ is configured, every call that changes something must carry ``Authorization: Bea
 
 Routes (all under /loom/v1):
   GET health · GET topology · GET routes?mac=MAC · GET flows
-  GET jobs · POST jobs · GET jobs/NAME · DELETE jobs/NAME
+  GET jobs · POST jobs · GET jobs/NAME · DELETE jobs/NAME · POST jobs/NAME/renew
+  GET jobs/NAME/order · GET order?hosts=IP,... · GET topology/{hosts,slurm-conf,slurm-yaml}
   GET policy · POST policy/reload · GET cluster
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -23,9 +25,10 @@ from typing import Any
 from controller.cluster.etcd import StoreUnavailable
 from controller.cluster.shared import NO_QUORUM, SharedState
 from controller.fabric import Fabric
-from controller.jobspec import JobError, brief, parse_job
+from controller.jobspec import JobError, brief, parse_job, split_lease
 from controller.model import Messages
 from controller.policy.manager import PolicyManager
+from controller.schedulers import host_map, rank_order, slurm_topology_conf, slurm_topology_yaml
 from controller.view import FabricView
 
 Clock = Callable[[], float]
@@ -80,30 +83,37 @@ class LoomApi:
         self, method: str, path: str, query: Mapping[str, str], body: bytes, auth: str
     ) -> Response:
         parts = [p for p in path.strip("/").split("/") if p]
-        if parts[:2] != ["loom", "v1"] or not 3 <= len(parts) <= 4:
+        if parts[:2] != ["loom", "v1"] or not 3 <= len(parts) <= 5:
             return error(404, f"no such resource: {brief(path)}")
         method = method.upper()
         if method != "GET" and self._guarded() and not self._authorized(auth):
             return error(401, "this call changes the fabric: send 'Authorization: Bearer <token>'")
         if len(body) > MAX_BODY_BYTES:
             return error(413, f"body: larger than {MAX_BODY_BYTES} bytes", field="body")
-        resource, item = parts[2], (parts[3] if len(parts) == 4 else None)
-        route = {
-            ("GET", "health", False): lambda: self.health(),
-            ("GET", "topology", False): lambda: self.topology(),
-            ("GET", "routes", False): lambda: self.host_routes(query),
-            ("GET", "flows", False): lambda: self.flows(),
-            ("GET", "jobs", False): lambda: self.list_jobs(),
-            ("POST", "jobs", False): lambda: self.create_job(body),
-            ("GET", "jobs", True): lambda: self.show_job(str(item)),
-            ("DELETE", "jobs", True): lambda: self.delete_job(str(item)),
-            ("GET", "policy", False): lambda: self.show_policy(),
-            ("POST", "policy", True): lambda: self.reload_policy(str(item)),
-            ("GET", "cluster", False): lambda: self.show_cluster(),
+        resource, item = parts[2], (parts[3] if len(parts) >= 4 else None)
+        action = parts[4] if len(parts) == 5 else None
+        name = str(item)
+        route: dict[tuple[str, str, str | None], Callable[[], Response]] = {
+            ("GET", "health", None): lambda: self.health(),
+            ("GET", "topology", None): lambda: self.topology(),
+            ("GET", "topology", "*"): lambda: self.export(name),
+            ("GET", "routes", None): lambda: self.host_routes(query),
+            ("GET", "flows", None): lambda: self.flows(),
+            ("GET", "order", None): lambda: self.order(query.get("hosts", "").split(",")),
+            ("GET", "jobs", None): lambda: self.list_jobs(),
+            ("POST", "jobs", None): lambda: self.create_job(body),
+            ("GET", "jobs", "*"): lambda: self.show_job(name),
+            ("DELETE", "jobs", "*"): lambda: self.delete_job(name),
+            ("POST", "jobs", "*/renew"): lambda: self.renew_job(name),
+            ("GET", "jobs", "*/order"): lambda: self.job_order(name),
+            ("GET", "policy", None): lambda: self.show_policy(),
+            ("POST", "policy", "*"): lambda: self.reload_policy(name),
+            ("GET", "cluster", None): lambda: self.show_cluster(),
         }
-        handler = route.get((method, resource, item is not None))
+        shape = None if item is None else ("*" if action is None else f"*/{action}")
+        handler = route.get((method, resource, shape))
         if handler is None:
-            allowed = sorted({m for m, r, i in route if r == resource and i == (item is not None)})
+            allowed = sorted({m for m, r, sh in route if r == resource and sh == shape})
             if allowed:
                 return error(
                     405, f"{brief(method)} not allowed on {brief(path)}; use {', '.join(allowed)}"
@@ -180,28 +190,88 @@ class LoomApi:
 
     # -- jobs -----------------------------------------------------------------------
     def list_jobs(self) -> Response:
-        return Response(200, {"jobs": [self.view.describe_job(n) for n in sorted(self.view.jobs)]})
+        return Response(200, {"jobs": [self._job(n) for n in sorted(self.view.jobs)]})
 
     def show_job(self, name: str) -> Response:
         if name not in self.view.jobs:
             return error(404, f"no job named {brief(name)}")
-        return Response(200, self.view.describe_job(name))
+        return Response(200, self._job(name))
 
     def create_job(self, body: bytes) -> Response:
         try:
-            spec = parse_job(read_json(body))
+            data, lease = split_lease(read_json(body))
+            spec = parse_job(data)
             if self.shared is not None:  # checked, then stored, then applied here
                 self.fabric.jobs.check(spec, self.fabric.tenants)
-                self.shared.publish_job(spec.name, body)
+                self.shared.publish_job(spec.name, body, lease)
+                lease = None  # the store's lease expires it, on every instance at once
             try:
-                messages = self.fabric.create_job(self.clock(), spec)
+                messages = self.fabric.create_job(self.clock(), spec, lease)
             except JobError:
                 if self.shared is not None:  # refused here after all: not for the others
                     self.shared.withdraw_job(spec.name)
                 raise
         except JobError as exc:
             return error(409 if exc.conflict else 400, str(exc), field=exc.field)
-        return Response(201, self.view.describe_job(spec.name), messages)
+        return Response(201, self._job(spec.name), messages)
+
+    def renew_job(self, name: str) -> Response:
+        """A launcher's heartbeat: the job lives another lease."""
+        try:
+            if self.shared is not None and name in self.view.jobs:
+                lease = self.shared.renew_job(name)
+                return Response(200, {"name": name, "lease_seconds": lease, "expires_in": lease})
+            job = self.fabric.jobs.renew(name, self.clock())
+        except JobError as exc:
+            return error(409 if exc.conflict else 404, str(exc), field=exc.field)
+        assert job.lease is not None and job.expires is not None
+        expires_in = round(job.expires - self.clock(), 3)
+        return Response(200, {"name": name, "lease_seconds": job.lease, "expires_in": expires_in})
+
+    def _job(self, name: str) -> dict[str, Any]:
+        body = self.view.describe_job(name)
+        job = self.view.jobs[name]
+        if job.expires is not None:
+            body["lease_seconds"] = job.lease
+            body["expires_in"] = round(job.expires - self.clock(), 3)
+        elif self.shared is not None and name in self.shared.leases:
+            body["lease_seconds"] = self.shared.leases[name]
+        return body
+
+    # -- advice for launchers and schedulers ------------------------------------------
+    def order(self, hosts: list[str]) -> Response:
+        """The topology-aware rank order of ``hosts`` (a ring in it crosses each leaf
+        uplink once per direction); hosts not learned yet come last, as given."""
+        ips = [h.strip() for h in hosts if h.strip()]
+        if not ips:
+            return error(
+                400, "hosts: expected ?hosts=IP,IP,... (host IPv4 addresses)", field="hosts"
+            )
+        bad = [ip for ip in ips if not _is_ipv4(ip)]
+        if bad:
+            return error(400, f"hosts: {brief(bad[0])} is not an IPv4 address", field="hosts")
+        ordered, unknown = rank_order(self.fabric.topo, ips)
+        return Response(200, {"hosts": [*ordered, *unknown], "unknown": unknown})
+
+    def job_order(self, name: str) -> Response:
+        if name not in self.view.jobs:
+            return error(404, f"no job named {brief(name)}")
+        response = self.order(list(self.view.jobs[name].spec.hosts))
+        response.body["name"] = name
+        return response
+
+    def export(self, kind: str) -> Response:
+        """What Loom learned, as schedulers read it (node names are host IPs here;
+        ``loom-export`` maps them to names)."""
+        hm = host_map(self.fabric.topo, self.view.switch_name)
+        if kind == "hosts":
+            return Response(200, hm.as_dict())
+        renderers = {"slurm-conf": slurm_topology_conf, "slurm-yaml": slurm_topology_yaml}
+        render = renderers.get(kind)
+        if render is None:
+            known = ", ".join(["hosts", *renderers])
+            return error(404, f"no such export: topology/{brief(kind)}; expected one of {known}")
+        return Response(200, {"format": kind, "text": render(hm, str)})
 
     # -- policy ---------------------------------------------------------------------
     def show_policy(self) -> Response:
@@ -234,6 +304,13 @@ class LoomApi:
         except JobError as exc:
             return error(404, str(exc), field=exc.field)
         return Response(200, {"deleted": name}, messages)
+
+
+def _is_ipv4(text: str) -> bool:
+    try:
+        return ipaddress.ip_address(text).version == 4
+    except ValueError:
+        return False
 
 
 def read_json(body: bytes) -> Any:

@@ -52,7 +52,11 @@ class JobState:
     missing: tuple[str, ...] = ()  # host IPs not learned yet
     max_utilization: float = 0.0
     bytes_by_rule: dict[tuple[int, Match], int] = field(default_factory=dict)
+    counted_at: dict[tuple[int, Match], float] = field(default_factory=dict)
+    sending: dict[Pair, float] = field(default_factory=dict)  # bit/s in the last interval
     source: str = "api"  # or "policy": declared in the policy file, managed by reloads
+    lease: float | None = None  # seconds a renewal buys; None: kept until deleted
+    expires: float | None = None  # core clock
 
     @property
     def placed(self) -> bool:

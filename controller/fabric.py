@@ -308,7 +308,7 @@ class Fabric:
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
         self.te.counted(now, dpid, stats, self.capacity)
-        self.jobs.counted(dpid, stats)
+        self.jobs.counted(now, dpid, stats)
         return {}
 
     def group_stats(self, now: float, dpid: int, stats: list[GroupStats]) -> Messages:
@@ -340,6 +340,9 @@ class Fabric:
         if expired:
             self._mark_dirty(now)
         self.arp.expire(now)
+        for name in self.jobs.expired(now):
+            log.warning("job %s: lease expired, removed", name)
+            merge(out, self.delete_job(name))
         quiet = now - self._changed_at >= DISCOVERY_QUIET
         if self._dirty and (quiet or now - self._dirty_since >= DISCOVERY_BATCH):
             merge(out, self._replan_all(now))
@@ -579,12 +582,12 @@ class Fabric:
         return self._replan_all(now)
 
     # -- jobs -------------------------------------------------------------------
-    def create_job(self, now: float, spec: JobSpec) -> Messages:
+    def create_job(self, now: float, spec: JobSpec, lease: float | None = None) -> Messages:
         """Register a collective job: place and install its paths before its first byte.
         Up to ``PROBES_PER_JOB`` of its hosts not heard from yet are asked for at once
         (each probe floods every edge port); the others are found when they speak."""
         self.jobs.check(spec, self.tenants)
-        job = self.jobs.add(spec)
+        job = self.jobs.add(spec, lease=lease, now=now)
         try:
             plans = self.jobs.plan(self.inputs(), [spec.name])
         except Exception:  # nothing was committed: the job must not stay half registered

@@ -43,10 +43,29 @@ class JobBook:
                     True,
                 )
 
-    def add(self, spec: JobSpec, source: str = "api") -> JobState:
+    def add(
+        self, spec: JobSpec, source: str = "api", lease: float | None = None, now: float = 0.0
+    ) -> JobState:
+        """Book a job; with a ``lease`` (seconds) it expires unless renewed, so the job of
+        a launcher that died takes its rules with it."""
         self._order += 1
         job = self.jobs[spec.name] = JobState(spec, self._order, source=source)
+        if lease is not None:
+            job.lease, job.expires = lease, now + lease
         return job
+
+    def renew(self, name: str, now: float) -> JobState:
+        job = self.jobs.get(name)
+        if job is None:
+            raise JobError("name", f"no job named {brief(name)}")
+        if job.lease is None:
+            raise JobError("name", f"job {name!r} has no lease to renew", True)
+        job.expires = now + job.lease
+        return job
+
+    def expired(self, now: float) -> list[str]:
+        """Jobs whose lease ran out: their launcher stopped renewing."""
+        return sorted(n for n, j in self.jobs.items() if j.expires is not None and now >= j.expires)
 
     def remove(self, name: str) -> None:
         if self.jobs.pop(name, None) is None:
@@ -71,14 +90,20 @@ class JobBook:
     def members(self) -> set[str]:
         return {ip for job in self.jobs.values() for ip in job.spec.hosts}
 
-    def counted(self, dpid: int, stats: Iterable[FlowStats]) -> None:
-        """Byte counters of the jobs' ingress rules."""
+    def counted(self, now: float, dpid: int, stats: Iterable[FlowStats]) -> None:
+        """Byte counters of the jobs' ingress rules, and each pair's rate since the last."""
         by_ident = {job.spec.ident: job for job in self.jobs.values()}
         for s in stats:
             if cookie_kind(s.cookie) is CookieKind.JOB and s.match.get("in_port") is not None:
                 job = by_ident.get(s.cookie & 0xFFFF_FFFF)
-                if job is not None:
-                    job.bytes_by_rule[(dpid, s.match)] = s.bytes
+                if job is None:
+                    continue
+                key = (dpid, s.match)
+                before, then = job.bytes_by_rule.get(key), job.counted_at.get(key)
+                pair = (str(s.match.get("ipv4_src")), str(s.match.get("ipv4_dst")))
+                if pair in job.paths and before is not None and then is not None and now > then:
+                    job.sending[pair] = max(0, s.bytes - before) * 8 / (now - then)
+                job.bytes_by_rule[key], job.counted_at[key] = s.bytes, now
 
     # -- planning -------------------------------------------------------------
     def plan(self, inputs: PlanInputs, names: Iterable[str]) -> Plans:

@@ -182,6 +182,26 @@ _PLAIN = {
 }
 
 
+MAX_LEASE_SECONDS = 86_400.0
+
+
+def split_lease(data: Any) -> tuple[Any, float | None]:
+    """A REST job body's ``lease_seconds`` (how long the job lives unless renewed: a
+    launcher's lease) apart from the job itself; refused with the key named unless it is
+    a number of seconds from 1 to a day."""
+    if not isinstance(data, Mapping) or "lease_seconds" not in data:
+        return data, None
+    rest = {k: v for k, v in data.items() if k != "lease_seconds"}
+    lease = data["lease_seconds"]
+    if lease is None:
+        return rest, None
+    if isinstance(lease, bool) or not isinstance(lease, int | float):
+        raise JobError("lease_seconds", f"{brief(lease)} is not a number of seconds")
+    if not 1.0 <= lease <= MAX_LEASE_SECONDS:
+        raise JobError("lease_seconds", f"expected 1 to {MAX_LEASE_SECONDS:g} seconds, got {lease}")
+    return rest, float(lease)
+
+
 def parse_job(data: Any) -> JobSpec:
     """Validate a REST job request (tenant ``default`` unless given); the error names
     the first offending key and says what was expected."""

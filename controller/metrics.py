@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from controller.cluster.metrics import ClusterFigures, cluster_docs, cluster_families
+from controller.collectives import JobState
 from controller.fabric import OPTIONAL, Fabric
 from controller.policy.manager import PolicyStatus
 from controller.telemetry import imbalance
@@ -123,6 +124,25 @@ METRICS = [
         "Bytes a job's senders put into the fabric (its ingress rules' counters).",
     ),
     MetricDoc("loom_tenant_bytes_total", "counter", ("tenant",), "Bytes of all jobs of a tenant."),
+    MetricDoc(
+        "loom_job_busbw_bps",
+        "gauge",
+        ("job", "tenant"),
+        "A job's bus bandwidth estimated from its counters: the median rank's send rate in"
+        " the last poll interval (nccl-tests' busbw for rings and all-to-all; 0 when idle).",
+    ),
+    MetricDoc(
+        "loom_job_limiting_link_utilization_ratio",
+        "gauge",
+        ("job", "tenant", "switch", "port"),
+        "Measured load / capacity of the busiest link a job's paths cross: what limits it.",
+    ),
+    MetricDoc(
+        "loom_job_limiting_link_sharers",
+        "gauge",
+        ("job", "tenant", "kind"),
+        "Other jobs (kind=job) and pinned flows (kind=flow) on a job's limiting link.",
+    ),
     MetricDoc(
         "loom_job_link_pairs",
         "gauge",
@@ -409,7 +429,26 @@ class FabricCollector(Collector):
                     on_link.add_metric([job.spec.name, *labels], n)
         for tenant, total in sorted(tenants.items()):
             per_tenant.add_metric([tenant], total)
-        yield from (count, per_job, per_tenant, on_link)
+        yield from (count, per_job, per_tenant, on_link, *self._job_health(jobs))
+
+    def _job_health(
+        self, jobs: list[JobState]
+    ) -> tuple[GaugeMetricFamily | CounterMetricFamily, ...]:
+        busbw, limit, sharers = (
+            self._family("loom_job_busbw_bps"),
+            self._family("loom_job_limiting_link_utilization_ratio"),
+            self._family("loom_job_limiting_link_sharers"),
+        )
+        for job in jobs:
+            h = self.view.job_health(job.spec.name)
+            who = [job.spec.name, job.spec.tenant]
+            busbw.add_metric(who, h.busbw_bps)
+            if h.limiting_link is not None:
+                dpid, port = h.limiting_link
+                limit.add_metric([*who, self._name(dpid), str(port)], h.utilization)
+                sharers.add_metric([*who, "job"], len(h.sharing_jobs))
+                sharers.add_metric([*who, "flow"], h.sharing_flows)
+        return busbw, limit, sharers
 
     def _policy(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         st = self.policy

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from controller.capacity import Belief
 from controller.collectives import JobState, describe
 from controller.flows import FlowKey, TrackedFlow
+from controller.jobhealth import JobHealth, health
 from controller.model import PortRef
 from controller.placement import Path
 from controller.routing import infer_groups
@@ -135,7 +136,41 @@ class FabricView:
         return MappingProxyType(self._f.jobs.jobs)
 
     def describe_job(self, name: str) -> dict[str, Any]:
-        return describe(self._f.jobs.jobs[name], self._f.topo, self.switch_name)
+        """A job as the API shows it, with how it fares (:mod:`controller.jobhealth`)."""
+        body = describe(self._f.jobs.jobs[name], self._f.topo, self.switch_name)
+        h = self.job_health(name)
+        link = None
+        if h.limiting_link is not None:
+            peer = self._f.topo.links.get(h.limiting_link)
+            host = next(
+                (x for x in self.hosts.values() if (x.dpid, x.port) == h.limiting_link), None
+            )
+            link = {
+                "switch": self.switch_name(h.limiting_link[0]),
+                "port": h.limiting_link[1],
+                "to": self.switch_name(peer.dst[0]) if peer else (host.ip if host else None),
+            }
+        body["health"] = {
+            "busbw_mbps": round(h.busbw_bps / 1e6, 3),
+            "limiting_link": link,
+            "limiting_link_utilization": round(h.utilization, 3),
+            "sharing_jobs": list(h.sharing_jobs),
+            "sharing_flows": h.sharing_flows,
+        }
+        return body
+
+    def job_health(self, name: str) -> JobHealth:
+        topo, jobs = self._f.topo, self._f.jobs.jobs
+
+        def access(ip: str) -> PortRef | None:
+            host = topo.host_by_ip(ip)
+            return (host.dpid, host.port) if host else None
+
+        def utilization(ref: PortRef) -> float:
+            capacity = self._f.capacity(ref)
+            return self._f.telemetry.tx_bps(ref) / capacity if capacity > 0 else 0.0
+
+        return health(jobs[name], jobs.values(), access, utilization, self._f.te.paths.values())
 
     @property
     def events(self) -> Mapping[str, int]:

@@ -9,7 +9,10 @@ instance accepts the same token. What Loom learns (topology, hosts, load, rules)
 here: every instance learns it from the switches, and a new master reads its switches back.
 
 Keys under the cluster prefix: jobs/NAME (the job's JSON), policy (YAML text),
-token (hex digest), secret/lldp (the key that signs discovery frames).
+token (hex digest), secret/lldp (the key that signs discovery frames). A job posted with
+``lease_seconds`` is bound to an etcd lease of that TTL, with leases/NAME (the lease id)
+beside it: a renewal on any instance keeps it alive, and when nobody renews, etcd deletes
+the job on every instance at once.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -25,12 +29,13 @@ from pathlib import Path
 
 from controller.cluster.etcd import EtcdClient, Snapshot, StoreUnavailable
 from controller.fabric import Fabric
-from controller.jobspec import JobError, parse_job
+from controller.jobspec import JobError, parse_job, split_lease
 from controller.model import Messages
 from controller.policy.manager import PolicyManager
 
 log = logging.getLogger("loom.cluster")
 JOBS, POLICY, TOKEN, LLDP_SECRET = "jobs/", "policy", "token", "secret/lldp"
+LEASES = "leases/"
 NO_QUORUM = (
     "the cluster store (etcd) is unavailable or has no quorum; changes are refused until "
     "it returns, and nothing was changed"
@@ -50,6 +55,8 @@ class SharedState:
         self.policy = policy
         self.revision = 0  # the store revision whose state is applied here
         self.jobs: dict[str, int] = {}  # job name -> revision of its key, applied here
+        self.leases: dict[str, float] = {}  # job name -> its lease's TTL, seconds
+        self._lease_ids: dict[str, int] = {}
         self.policy_revision = 0
         self.token_digest = ""
         self._cache = Path(tempfile.mkdtemp(prefix="loom-cluster-"))
@@ -76,15 +83,33 @@ class SharedState:
         return hmac.compare_digest(digest, self.token_digest)
 
     # -- changes made here -----------------------------------------------------------
-    def publish_job(self, name: str, body: bytes) -> int:
+    def publish_job(self, name: str, body: bytes, lease: float | None = None) -> int:
         """Store a job before applying it; a name taken in the store is a conflict."""
-        revision = self.client.create(self.prefix + JOBS + name, body)
+        lease_id = self.client.lease_grant(math.ceil(lease)) if lease is not None else 0
+        revision = self.client.create(self.prefix + JOBS + name, body, lease_id)
         if revision is None:
+            if lease_id:
+                self.client.lease_revoke(lease_id)
             raise JobError("name", f"a job named {name!r} already exists", conflict=True)
+        if lease is not None:
+            record = json.dumps({"id": lease_id, "seconds": lease}).encode()
+            self.client.put(self.prefix + LEASES + name, record, lease_id)
+            self.leases[name], self._lease_ids[name] = lease, lease_id
         self.jobs[name] = revision
         return revision
 
+    def renew_job(self, name: str) -> float:
+        """Keep a leased job alive another lease (any instance may be asked)."""
+        lease_id = self._lease_ids.get(name)
+        if lease_id is None or not self.client.lease_keepalive(lease_id):
+            raise JobError("name", f"job {name!r} has no lease to renew", True)
+        return self.leases[name]
+
     def withdraw_job(self, name: str) -> None:
+        lease_id = self._lease_ids.pop(name, None)
+        if lease_id is not None:
+            self.client.lease_revoke(lease_id)  # the job's key and its lease record with it
+            self.leases.pop(name, None)
         self.client.delete(self.prefix + JOBS + name)
         self.jobs.pop(name, None)
 
@@ -116,6 +141,8 @@ class SharedState:
                 stored[name[len(JOBS) :]] = kv
             elif name == POLICY and kv.mod_revision > self.policy_revision:
                 self._adopt_policy(now, kv.value, kv.mod_revision)
+            elif name.startswith(LEASES):
+                self._note_lease(name[len(LEASES) :], kv.value)
             elif name == TOKEN:
                 self.token_digest = kv.value.decode(errors="replace")
         for name, kv in sorted(stored.items()):
@@ -124,6 +151,8 @@ class SharedState:
         for name, revision in sorted(self.jobs.items()):
             if name not in stored and revision <= snapshot.revision:
                 del self.jobs[name]
+                self.leases.pop(name, None)
+                self._lease_ids.pop(name, None)
                 if name in self.fabric.jobs.jobs:
                     self.send(self.fabric.delete_job(name))
                     log.info("job %s deleted in the cluster store: removed", name)
@@ -134,10 +163,18 @@ class SharedState:
         try:
             if name in self.fabric.jobs.jobs:
                 self.send(self.fabric.delete_job(name))
-            self.send(self.fabric.create_job(now, parse_job(json.loads(body))))
+            data, _lease = split_lease(json.loads(body))  # etcd's lease expires it here
+            self.send(self.fabric.create_job(now, parse_job(data)))
             log.info("job %s from the cluster store (revision %d) applied", name, revision)
         except (JobError, ValueError) as exc:
             log.error("job %s in the cluster store not applied here: %s", name, exc)
+
+    def _note_lease(self, name: str, value: bytes) -> None:
+        try:
+            record = json.loads(value)
+            self._lease_ids[name], self.leases[name] = int(record["id"]), float(record["seconds"])
+        except (ValueError, KeyError, TypeError):
+            log.error("lease of job %s in the cluster store unreadable: ignored", name)
 
     def _adopt_policy(self, now: float, text: bytes, revision: int) -> None:
         self.policy_revision = revision

@@ -6,6 +6,7 @@ clear error and changes nothing."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,34 @@ def test_a_job_posted_anywhere_is_applied_everywhere(etcd: EtcdCluster) -> None:
     assert two.api.handle("DELETE", "/loom/v1/jobs/ring", {}, b"", auth).status == 200
     three.sync()
     assert "ring" not in three.sim.core.jobs.jobs
+
+
+def test_a_leased_job_is_renewed_anywhere_and_expires_everywhere(etcd: EtcdCluster) -> None:
+    """The store's lease, not each instance's clock, decides: a renewal on another
+    instance keeps the job; without renewals etcd deletes it and every instance drops it."""
+    url = etcd.url.rsplit("/", 1)[0] + "/lease-test"
+    one, two = Instance(url), Instance(url)
+    auth = f"Bearer {TOKEN}"
+    body = json.dumps({**JOB, "name": "leased", "lease_seconds": 2}).encode()
+    res = one.api.handle("POST", "/loom/v1/jobs", {}, body, auth)
+    assert res.status == 201, res.body
+    assert res.body["lease_seconds"] == 2
+    two.sync()
+    assert "leased" in two.sim.core.jobs.jobs
+    deadline = time.monotonic() + 4.0
+    while time.monotonic() < deadline:  # twice the lease, renewed through the other one
+        renewed = two.api.handle("POST", "/loom/v1/jobs/leased/renew", {}, b"", auth)
+        assert renewed.status == 200, renewed.body
+        time.sleep(0.5)
+    one.sync()
+    two.sync()
+    assert "leased" in one.sim.core.jobs.jobs and "leased" in two.sim.core.jobs.jobs
+    time.sleep(3.5)  # not renewed: etcd expires the lease (its TTL, rounded up)
+    one.sync()
+    two.sync()
+    assert "leased" not in one.sim.core.jobs.jobs and "leased" not in two.sim.core.jobs.jobs
+    gone = two.api.handle("POST", "/loom/v1/jobs/leased/renew", {}, b"", auth)
+    assert gone.status == 404
 
 
 def test_with_no_quorum_a_change_is_refused_and_changes_nothing(etcd: EtcdCluster) -> None:

@@ -135,9 +135,12 @@ def class_delta(
     before: dict[str, dict[str, tuple[int, int]]], after: dict[str, dict[str, tuple[int, int]]]
 ) -> dict[str, dict[str, int]]:
     """Bytes and drops per class summed over all link ends between two snapshots, with
-    the link end that dropped most collective-class packets."""
+    the link end that dropped most collective-class packets and every link end that
+    dropped any (``collective_drops_by_end``: where the loss is says what causes it, a
+    sender's own interface, a receiver's downlink, or a fabric link)."""
     total: dict[str, dict[str, int]] = {}
     worst = ("", 0)
+    by_end: dict[str, int] = {}
     for intf, classes in after.items():
         for name, (nbytes, dropped) in classes.items():
             b0, d0 = before.get(intf, {}).get(name, (0, 0))
@@ -146,6 +149,10 @@ def class_delta(
             t["dropped"] += dropped - d0
             if name == "collective" and dropped - d0 > worst[1]:
                 worst = (intf, dropped - d0)
+            if name == "collective" and dropped > d0:
+                by_end[intf] = dropped - d0
+    if by_end:
+        total["collective_drops_by_end"] = dict(sorted(by_end.items()))
     if worst[0]:
         total["worst_collective_drops"] = {worst[0]: worst[1]}
     return total

@@ -258,6 +258,7 @@ def test_class_deltas_sum_link_ends_and_shared_links_need_both_classes() -> None
     assert total["collective"] == {"bytes": 2_050_007, "dropped": 3}
     assert total["bulk"] == {"bytes": 1_300_009, "dropped": 3}
     assert total["worst_collective_drops"] == {"s1-eth1": 3}
+    assert total["collective_drops_by_end"] == {"s1-eth1": 3}
     shared = shared_links(before, after)
     assert shared == {
         "s1-eth1": {
