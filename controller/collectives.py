@@ -49,6 +49,7 @@ class JobState:
     order: int
     paths: dict[Pair, Path] = field(default_factory=dict)
     rates: dict[Pair, float] = field(default_factory=dict)
+    candidates: dict[Pair, tuple[Path, ...]] = field(default_factory=dict)
     missing: tuple[str, ...] = ()  # host IPs not learned yet
     max_utilization: float = 0.0
     bytes_by_rule: dict[tuple[int, Match], int] = field(default_factory=dict)
@@ -84,7 +85,7 @@ def place_job(
     """Choose a path for every pair of ``job`` given the ``load`` of earlier jobs."""
     hosts = {ip: topo.host_by_ip(ip) for ip in job.spec.hosts}
     job.missing = tuple(ip for ip, h in hosts.items() if h is None)
-    job.paths, job.rates = {}, {}
+    job.paths, job.rates, job.candidates = {}, {}, {}
     if job.missing:
         return
     demands = []
@@ -95,10 +96,12 @@ def place_job(
         if cands:
             rate = share * capacity((src.dpid, src.port))
             job.rates[(a, b)] = rate
+            job.candidates[(a, b)] = cands
             demands.append(Demand((a, b), rate, cands))
     live = routes.peer()  # (only the links a candidate crosses are weighed: not 110,592)
     links = {link for d in demands for path in d.candidates for link in path if link in live}
-    placement = place(demands, {link: capacity(link) for link in sorted(links)}, load)
+    around = {link: load[link] for link in links if link in load}  # elsewhere: not weighed
+    placement = place(demands, {link: capacity(link) for link in sorted(links)}, around)
     job.paths = {pair: placement.paths[pair] for pair in job.rates if pair in placement.paths}
     job.max_utilization = placement.max_utilization
 

@@ -13,6 +13,7 @@ from controller.owners import Owner, OwnerKind, Plans
 from controller.placement import Link
 from controller.sources import PlanInputs
 from controller.tenants import TenantView
+from controller.untangle import untangle
 
 
 class JobBook:
@@ -111,16 +112,18 @@ class JobBook:
         booked before it, and build their rules."""
         wanted = set(names)
         load: dict[Link, float] = {}
-        plans: Plans = {}
-        for job in sorted(self.jobs.values(), key=lambda j: j.order):
+        booked = sorted(self.jobs.values(), key=lambda j: j.order)
+        for job in booked:
             if job.spec.name in wanted:
                 place_job(job, inputs.topo, inputs.routes, inputs.capacity, load)
-                plans[self.owner(job.spec.name)] = job_plan(
-                    job, inputs.topo, inputs.routes, self.qos
-                )
             for link, rate in job.link_load().items():
                 load[link] = load.get(link, 0.0) + rate
-        return plans
+        wanted |= untangle(booked, inputs.capacity)
+        return {
+            self.owner(j.spec.name): job_plan(j, inputs.topo, inputs.routes, self.qos)
+            for j in booked
+            if j.spec.name in wanted
+        }
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         return self.plan(inputs, list(self.jobs))

@@ -1,0 +1,72 @@
+"""Jobs placed together: where placing jobs one after another leaves a link carrying more
+than it can, all jobs' pairs are placed again in one search.
+
+Jobs are placed in booking order, each on the load of those before it, so a job never
+moves because another arrived. But an early job may sit on the links a later one has no
+way around: on a k=4 fat-tree, four 4-rank rings placed one by one leave three of them
+sharing a link at half speed, while the fabric can carry all four at full speed. So when
+a link is over capacity after the one-by-one pass, every job's pairs are placed again
+together, each starting from where it is (``controller.placement.place`` keeps a pair
+where it is unless moving it lowers the worst link). The result is taken only if no job
+ends with a worse bottleneck than it had: a running job moves only when that helps the
+fabric and costs it nothing. Its packets are not lost while it moves: the new transit
+rules go in before the ingress rule turns, and a packet on the old path that meets no pin
+takes the default route to its destination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import cast
+
+from controller.collectives import JobState
+from controller.jobspec import Pair
+from controller.placement import Demand, Link, place
+
+FULL = 1.05  # a link within 5 % of its capacity is full, not over (measured, not exact)
+JOINT_MAX_DEMANDS = 4096  # beyond this, one search costs more than it can win in time
+
+
+def bottlenecks(jobs: Iterable[JobState], capacity: Callable[[Link], float]) -> dict[str, float]:
+    """Each job's worst link utilisation under the load of every job."""
+    jobs = list(jobs)
+    load: dict[Link, float] = {}
+    for job in jobs:
+        for link, rate in job.link_load().items():
+            load[link] = load.get(link, 0.0) + rate
+
+    def util(link: Link) -> float:
+        cap = capacity(link)
+        return load[link] / cap if cap > 0 else 0.0
+
+    return {j.spec.name: max((util(link) for link in j.link_load()), default=0.0) for j in jobs}
+
+
+def untangle(jobs: list[JobState], capacity: Callable[[Link], float]) -> set[str]:
+    """Place every job's pairs together when a link is over capacity; the names of the
+    jobs whose paths changed (their rules must be rebuilt)."""
+    placed = [j for j in jobs if j.placed]
+    before = bottlenecks(placed, capacity)
+    demands = [
+        Demand((j.spec.name, pair), j.rates[pair], j.candidates[pair], current=path)
+        for j in placed
+        for pair, path in sorted(j.paths.items())
+        if pair in j.candidates
+    ]
+    if max(before.values(), default=0.0) <= FULL or len(demands) > JOINT_MAX_DEMANDS:
+        return set()
+    links = sorted({link for d in demands for path in d.candidates for link in path})
+    result = place(demands, {link: capacity(link) for link in links})
+    old = {j.spec.name: dict(j.paths) for j in placed}
+    by_name = {j.spec.name: j for j in placed}
+    for key, path in result.paths.items():
+        name, pair = cast(tuple[str, Pair], key)
+        by_name[name].paths[pair] = path
+    after = bottlenecks(placed, capacity)
+    if any(after[n] > before[n] + 1e-9 for n in before):  # someone would lose: keep as was
+        for j in placed:
+            j.paths = old[j.spec.name]
+        return set()
+    for j in placed:
+        j.max_utilization = after[j.spec.name]
+    return {j.spec.name for j in placed if j.paths != old[j.spec.name]}
