@@ -31,7 +31,7 @@ from controller.model import (
 )
 from controller.owners import Plan
 from controller.placement import Demand, Link, Path, minimal_paths, place, reverse_path
-from controller.qos import CLASSES, ack_marks, mark
+from controller.qos import CLASSES, COLLECTIVE, TrafficClass, ack_marks, mark
 from controller.routing import Routes
 from controller.topology import Host, Topology
 
@@ -56,6 +56,7 @@ class JobState:
     counted_at: dict[tuple[int, Match], float] = field(default_factory=dict)
     sending: dict[Pair, float] = field(default_factory=dict)  # bit/s in the last interval
     source: str = "api"  # or "policy": declared in the policy file, managed by reloads
+    level: int = 0  # its collective queue, by priority (controller.priorities)
     lease: float | None = None  # seconds a renewal buys; None: kept until deleted
     expires: float | None = None  # core clock
 
@@ -106,7 +107,13 @@ def place_job(
     job.max_utilization = placement.max_utilization
 
 
-def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
+def job_plan(
+    job: JobState,
+    topo: Topology,
+    routes: Routes,
+    qos: bool,
+    collective: TrafficClass = COLLECTIVE,
+) -> Plan:
     """Rules for a placed job: mark and steer at each sender's ingress, pin in transit.
     The reverse direction of a pair that only one side sends on carries its ACKs: they go
     the way back of the pair's path and in the control class, ahead of data, or a hop's
@@ -114,7 +121,8 @@ def job_plan(job: JobState, topo: Topology, routes: Routes, qos: bool) -> Plan:
     stall the lock-step ring."""
     spec = job.spec
     cookie = make_cookie(CookieKind.JOB, spec.ident)
-    marks = mark(CLASSES[spec.traffic_class], qos)
+    tc = collective if spec.traffic_class == COLLECTIVE.name else CLASSES[spec.traffic_class]
+    marks = mark(tc, qos)
     acks = ack_marks(qos)
     plan: Plan = {}
 
@@ -211,6 +219,7 @@ def describe(job: JobState, topo: Topology, names: Callable[[int], str]) -> dict
         "paths": paths,
         "bytes": job.bytes,
         "max_link_utilization": round(job.max_utilization, 3),
+        "queue_level": job.level,
     }
 
 

@@ -53,7 +53,7 @@ from controller.model import (
 )
 from controller.owners import Owner, OwnerKind, Plan
 from controller.placement import Path
-from controller.qos import qos_rules
+from controller.qos import TrafficClass, qos_rules
 from controller.routing import Routes
 from controller.topology import Host
 
@@ -88,6 +88,7 @@ def base_plan(
     qos: bool = False,
     admit_all: bool = True,
     edge_ports: Iterable[int] = (),
+    job_levels: tuple[TrafficClass, ...] = (),
 ) -> SwitchRules:
     """The fixed pipeline: discovery to the controller, port classes, table chaining;
     with ``catch_flows``, a copy of each untracked TCP/UDP flow's packets from a host goes
@@ -144,7 +145,7 @@ def base_plan(
         FlowRule(Table.ROUTE, PRIO_MISS, Match(), to_ctl, meter=METER_MISS, cookie=cookie)
     )
     rules.meters[METER_MISS] = MeterRule(METER_MISS, 100, 100, per_packet=True)
-    rules.flows.update(qos_rules(cookie, qos).flows)
+    rules.flows.update(qos_rules(cookie, qos, job_levels).flows)
     if catch_flows:
         copy = (Output(OFPP_CONTROLLER, CATCH_BYTES),)
         catch_cookie = make_cookie(CookieKind.CATCH, dpid)

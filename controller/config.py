@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.engineer import TeConfig
+from controller.qos import COLLECTIVE, TrafficClass
 
 
 @dataclass(frozen=True)
@@ -21,4 +22,6 @@ class FabricConfig:
     # in a cluster: every detour searched afresh when a link comes, so all instances hold
     # the same ones whatever order they learned the fabric in (tunnels span switches)
     fresh_detours: bool = False
+    # collective queues jobs are spread over by priority, highest first (DSCP, queue)
+    job_levels: tuple[TrafficClass, ...] = (COLLECTIVE,)
     te: TeConfig = field(default_factory=TeConfig)

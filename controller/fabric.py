@@ -112,14 +112,14 @@ class Fabric:
         self._wave: set[int] = set()  # switches given their first skeleton in this pass
         self._resend: set[int] = set()  # ... whose LLDP goes again once the wave is in
         self.tenants = TenantView.of(None)
-        self.base = BasePipeline(self.config.te.enabled, self.config.qos)
+        self.base = BasePipeline(self.config.te.enabled, self.config.qos, self.config.job_levels)
         self.routing = Routing(self.book)
         self.dests = Destinations(self.book)
         self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
         configured = self.config.link_capacity_mbps
         self.readings = Readings(self.topo, self.te.flows, configured * 1e6 if configured else None)
         self.telemetry, self.capacities = self.readings.telemetry, self.readings.capacities
-        self.jobs = JobBook(self.config.qos)
+        self.jobs = JobBook(self.config.qos, self.config.job_levels)
         self.admission = TenantAdmission()
         self.limits = NO_LIMITS  # switch profiles (the policy's hardware section)
         self.failover = FastFailover(

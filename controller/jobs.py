@@ -11,6 +11,8 @@ from controller.jobspec import JobError, JobSpec, brief
 from controller.model import CookieKind, FlowStats, cookie_kind
 from controller.owners import Owner, OwnerKind, Plans
 from controller.placement import Link
+from controller.priorities import compress, sharing
+from controller.qos import COLLECTIVE, TrafficClass
 from controller.sources import PlanInputs
 from controller.tenants import TenantView
 from controller.untangle import untangle
@@ -19,8 +21,9 @@ from controller.untangle import untangle
 class JobBook:
     kinds: tuple[OwnerKind, ...] = (OwnerKind.JOB,)
 
-    def __init__(self, qos: bool) -> None:
+    def __init__(self, qos: bool, levels: tuple[TrafficClass, ...] = (COLLECTIVE,)) -> None:
         self.qos = qos
+        self.levels = levels
         self.jobs: dict[str, JobState] = {}
         self._order = 0
 
@@ -112,18 +115,32 @@ class JobBook:
         booked before it, and build their rules."""
         wanted = set(names)
         load: dict[Link, float] = {}
-        booked = sorted(self.jobs.values(), key=lambda j: j.order)
+        booked = sorted(self.jobs.values(), key=lambda j: (-j.spec.priority, j.order))
         for job in booked:
             if job.spec.name in wanted:
                 place_job(job, inputs.topo, inputs.routes, inputs.capacity, load)
             for link, rate in job.link_load().items():
                 load[link] = load.get(link, 0.0) + rate
         wanted |= untangle(booked, inputs.capacity)
+        wanted |= self._level(booked)
         return {
-            self.owner(j.spec.name): job_plan(j, inputs.topo, inputs.routes, self.qos)
+            self.owner(j.spec.name): job_plan(
+                j, inputs.topo, inputs.routes, self.qos, self.levels[j.level]
+            )
             for j in booked
             if j.spec.name in wanted
         }
+
+    def _level(self, booked: list[JobState]) -> set[str]:
+        """Each job's collective queue by priority, compressed onto the queues there are
+        (:mod:`controller.priorities`); the jobs whose queue changed."""
+        links = {j.spec.name: set(j.link_load()) for j in booked}
+        ranked = [(j.spec.name, j.spec.priority) for j in booked]
+        levels = compress(ranked, sharing(links), len(self.levels))
+        changed = {j.spec.name for j in booked if j.level != levels[j.spec.name]}
+        for j in booked:
+            j.level = levels[j.spec.name]
+        return changed
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         return self.plan(inputs, list(self.jobs))

@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Field,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -28,6 +29,7 @@ from pydantic import (
 from controller.qos import CLASSES
 from controller.vocabulary import DIRECTIONS, NAME_RE, PATTERNS
 
+MAX_PRIORITY = 1000
 MAX_RANKS = 4096  # a ring: one pair per rank
 MAX_ALL_TO_ALL_RANKS = 256  # an all-to-all: n(n-1) pairs, 65,280 at this size
 Pair = tuple[str, str]  # (source IPv4, destination IPv4)
@@ -88,6 +90,7 @@ class Job(BaseModel):
     hosts: Annotated[list[Annotated[str, AfterValidator(_ipv4)]], BeforeValidator(_hosts_shape)]
     traffic_class: str = "collective"
     ring_direction: str = "forward"
+    priority: Annotated[int, Field(ge=0, le=MAX_PRIORITY)] = 0
 
     @field_validator("pattern")
     @classmethod
@@ -135,6 +138,7 @@ class Job(BaseModel):
             self.pattern,
             self.traffic_class,
             self.ring_direction,
+            self.priority,
         )
 
 
@@ -146,6 +150,7 @@ class JobSpec:
     pattern: str = "ring"
     traffic_class: str = "collective"
     ring_direction: str = "forward"  # forward: rank i -> i+1 (NCCL); backward: i -> i-1 (gloo)
+    priority: int = 0  # higher: placed first, and a higher collective queue where there are more
 
     @property
     def ident(self) -> int:
@@ -171,6 +176,7 @@ class JobSpec:
             "pattern": self.pattern,
             "traffic_class": self.traffic_class,
             "ring_direction": self.ring_direction,
+            "priority": self.priority,
         }
 
 

@@ -41,12 +41,14 @@ PRIO_QUEUE = 200
 PRIO_REMARK = 100
 
 
-def qos_rules(cookie: int, enabled: bool) -> SwitchRules:
-    """The QOS table of every switch (its miss entry, to PIN, is in the base plan)."""
+def qos_rules(cookie: int, enabled: bool, job_levels: tuple[TrafficClass, ...] = ()) -> SwitchRules:
+    """The QOS table of every switch (its miss entry, to PIN, is in the base plan);
+    ``job_levels``: the collective queues jobs are spread over by priority, if more than
+    the one collective class."""
     rules = SwitchRules()
     if not enabled:
         return rules
-    for tc in (COLLECTIVE, CONTROL):
+    for tc in (COLLECTIVE, CONTROL, *(t for t in job_levels if t.dscp != COLLECTIVE.dscp)):
         match = Match.of(
             metadata=(META_FROM_FABRIC, META_FROM_FABRIC), eth_type=ETH_TYPE_IPV4, ip_dscp=tc.dscp
         )
@@ -61,6 +63,26 @@ def qos_rules(cookie: int, enabled: bool) -> SwitchRules:
         FlowRule(Table.QOS, PRIO_REMARK, from_host, remark, goto=Table.PIN, cookie=cookie)
     )
     return rules
+
+
+def job_levels(spec: str) -> tuple[TrafficClass, ...]:
+    """``DSCP:QUEUE,DSCP:QUEUE,...`` (highest priority first) as the collective classes
+    jobs are spread over; a ``ValueError`` says what is wrong."""
+    levels: list[TrafficClass] = []
+    for i, item in enumerate(x.strip() for x in spec.split(",") if x.strip()):
+        dscp_text, _, queue_text = item.partition(":")
+        try:
+            dscp, queue = int(dscp_text), int(queue_text)
+        except ValueError:
+            raise ValueError(f"item {i + 1} {item!r}: expected DSCP:QUEUE, two integers") from None
+        if not 0 <= dscp <= 63 or not 0 <= queue <= 0xFFFFFFFE:
+            raise ValueError(f"item {i + 1} {item!r}: DSCP 0-63 and a queue id expected")
+        if dscp in (CONTROL.dscp, BULK.dscp):
+            raise ValueError(f"item {i + 1} {item!r}: DSCP {dscp} is the control or bulk class")
+        levels.append(TrafficClass(f"collective-{i}", dscp, queue, COLLECTIVE.share))
+    if not levels or len({t.dscp for t in levels}) != len(levels):
+        raise ValueError("expected at least one level and no DSCP twice")
+    return tuple(levels)
 
 
 def mark(tc: TrafficClass, enabled: bool) -> tuple[SetField | SetQueue, ...]:

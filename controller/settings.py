@@ -16,6 +16,7 @@
 | LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
 | LOOM_FAST_FAILOVER | on | failover groups with precomputed detours for every fabric link |
 | LOOM_QOS | on | DSCP traffic classes and queues (off: jobs placed, not prioritised) |
+| LOOM_JOB_QUEUES | 26:1 | DSCP:QUEUE,... collective queues for jobs by priority, highest first |
 | LOOM_API_TOKEN | (none) | when set, REST calls that change anything need this bearer token |
 | LOOM_POLICY | /etc/loom/policy.yaml if present | the tenant policy file (none: an open fabric) |
 | LOOM_CLUSTER | (none) | etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: one instance of a cluster |
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 from controller.cluster.etcd import parse_url
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
+from controller.qos import job_levels
 from controller.vocabulary import POLICIES
 
 if TYPE_CHECKING:
@@ -156,6 +158,9 @@ class Settings:
             qos=_get(env, "LOOM_QOS", _switch, d.qos, "on or off"),
             fast_failover=_get(env, "LOOM_FAST_FAILOVER", _switch, d.fast_failover, "on or off"),
             fresh_detours=cluster is not None,
+            job_levels=_get(
+                env, "LOOM_JOB_QUEUES", job_levels, d.job_levels, "DSCP:QUEUE[,DSCP:QUEUE...]"
+            ),
             te=te,
         )
         return Settings(

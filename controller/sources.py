@@ -25,6 +25,7 @@ from controller.limits import NO_LIMITS, Limits, SwitchLimits
 from controller.model import PortRef, SwitchRules
 from controller.owners import Owner, OwnerKind, Plan, Plans
 from controller.protection import Protection, ProtectionPlanner, protect
+from controller.qos import TrafficClass
 from controller.routing import Routes
 from controller.tenants import TenantView, admit_plan
 from controller.topology import Host, Topology
@@ -70,6 +71,7 @@ class BasePipeline:
 
     catch_flows: bool
     qos: bool
+    job_levels: tuple[TrafficClass, ...] = ()
     kinds: tuple[OwnerKind, ...] = (OwnerKind.BASE,)
     pending: dict[int, BaseKey] = field(default_factory=dict)  # dpid -> what it is planned for
     _plans: dict[int, tuple[BaseKey, Plan]] = field(default_factory=dict)
@@ -128,7 +130,9 @@ class BasePipeline:
         out: Plans = {}
         for dpid in order:
             key = self.pending.pop(dpid)
-            rules = base_plan(dpid, key[0], self.catch_flows, self.qos, not key[2], key[1])
+            rules = base_plan(
+                dpid, key[0], self.catch_flows, self.qos, not key[2], key[1], self.job_levels
+            )
             self._plans[dpid] = (key, {dpid: rules})
             out[(OwnerKind.BASE, dpid)] = self._plans[dpid][1]
         return out
