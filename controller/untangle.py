@@ -25,6 +25,7 @@ from controller.placement import Demand, Link, place
 
 FULL = 1.05  # a link within 5 % of its capacity is full, not over (measured, not exact)
 JOINT_MAX_DEMANDS = 4096  # beyond this, one search costs more than it can win in time
+SEARCH_BUDGET = 1_000_000  # paths the exact search weighs (~1.5 s of core time at most)
 
 
 def bottlenecks(jobs: Iterable[JobState], capacity: Callable[[Link], float]) -> dict[str, float]:
@@ -56,7 +57,7 @@ def untangle(jobs: list[JobState], capacity: Callable[[Link], float]) -> set[str
     if max(before.values(), default=0.0) <= FULL or len(demands) > JOINT_MAX_DEMANDS:
         return set()
     links = sorted({link for d in demands for path in d.candidates for link in path})
-    result = place(demands, {link: capacity(link) for link in links})
+    result = place(demands, {link: capacity(link) for link in links}, search_budget=SEARCH_BUDGET)
     old = {j.spec.name: dict(j.paths) for j in placed}
     by_name = {j.spec.name: j for j in placed}
     for key, path in result.paths.items():
