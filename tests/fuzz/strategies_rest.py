@@ -17,7 +17,10 @@ ODD = (
     "%00", "%2e%2e", "a" * 100_000, "resident", "research", "guests", "default", "10.0.0.2",
     "ring", "all_reduce", "all_to_all", "collective", "bulk", "backward", "both",
 )  # fmt: skip
-FIELDS = ("name", "tenant", "hosts", "pattern", "traffic_class", "ring_direction")
+FIELDS = (
+    "name", "tenant", "hosts", "pattern", "traffic_class", "ring_direction", "priority",
+    "lease_seconds",
+)  # fmt: skip
 PATHS = (
     "/loom/v1/health", "/loom/v1/topology", "/loom/v1/routes", "/loom/v1/flows",
     "/loom/v1/jobs", "/loom/v1/jobs/resident", "/loom/v1/jobs/nope", "/loom/v1/policy",
@@ -25,6 +28,9 @@ PATHS = (
     "", "//loom//v1//jobs//", "/loom/v1/jobs/resident/extra", "/loom/v1/jobs/../jobs",
     "/loom/v1/jobs/%00", "/loom/v1/jobs/\ud800", "/loom/v1/jobs/" + "x" * 100_000,
     "/LOOM/V1/JOBS", "/loom/v1/jobs?name=x", "loom/v1/jobs", "/loom/v1/jobs/\u202eboj",
+    "/loom/v1/jobs/resident/renew", "/loom/v1/jobs/nope/renew", "/loom/v1/jobs/resident/order",
+    "/loom/v1/order", "/loom/v1/topology/hosts", "/loom/v1/topology/slurm-conf",
+    "/loom/v1/topology/slurm-yaml", "/loom/v1/topology/x", "/loom/v1/jobs/resident/order/x",
 )  # fmt: skip
 METHODS = ("GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS", "get", "post", "dElEtE")
 AUTHS = (
@@ -140,6 +146,9 @@ queries: st.SearchStrategy[dict[str, str]] = st.one_of(
     st.just({}),
     st.fixed_dictionaries({"mac": st.sampled_from(HOST_MACS) | st.sampled_from(ODD) | st.text()}),
     st.dictionaries(st.sampled_from(("mac", "name", "", "\ud800")), st.text(max_size=10)),
+    st.fixed_dictionaries(
+        {"hosts": st.sampled_from(("", ",", "10.0.0.2,10.0.0.2", "10.0.0.2,x")) | st.text()}
+    ),
 )
 
 
