@@ -109,7 +109,11 @@ class FabricNet:
     ``shape``: HTB at every link end at the edge's ``rate_mbps``; ``queue_classes``: DSCP
     classes per port (e.g. :data:`mininet_scenarios.harness.shaping.DEFAULT_CLASSES`);
     ``queue_packets``: leaf queue limit (default: the kernel's 1000 packets), or
-    ``queue_bytes`` in bytes. ``run_dir`` holds workload outputs (default
+    ``queue_bytes`` in bytes. ``host_queues``: ``bounded`` (the default) gives a host's own
+    interface the same limit as a switch port; ``kernel`` leaves it the kernel's 1000
+    packets, as a server's NIC queue is (TCP on a real host does not lose segments to its
+    own queue: small queues there measure the emulation, see docs/benchmarks.md §2).
+    ``run_dir`` holds workload outputs (default
     ``/tmp/loom-run-<pid>/``). After exit, ``leftovers`` says what ``net.stop()`` missed and
     was removed, and ``timings`` how long each phase took.
     """
@@ -125,8 +129,12 @@ class FabricNet:
         queue_packets: int | None = None,
         queue_bytes: int | None = None,
         controllers: Sequence[tuple[str, int]] = (),
+        host_queues: str = "bounded",
     ) -> None:
         validate(graph)
+        if host_queues not in ("bounded", "kernel"):
+            raise FabricError(f"host_queues: expected bounded or kernel, got {host_queues!r}")
+        self.host_queues = host_queues
         if CONTROLLER_NODE in graph:
             raise FabricError(f"node name {CONTROLLER_NODE!r} is reserved for the controller")
         self.graph = graph
@@ -288,13 +296,14 @@ class FabricNet:
             f" with {len(classes)} classes" if classes else "",
         )
         for node, port, rate in ends:
+            kernel = self.host_queues == "kernel" and self.graph.nodes[node]["kind"] == "host"
             shape_interface(
                 self.runner(node),
                 self.intf(node, port),
                 rate,
                 classes,
-                self.queue_packets,
-                self.queue_bytes,
+                None if kernel else self.queue_packets,
+                None if kernel else self.queue_bytes,
             )
         self.queue_classes = tuple(classes) if classes else None
 

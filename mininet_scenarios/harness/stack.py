@@ -46,8 +46,10 @@ class LoomStack:
         app: str = LOOM_APP,
         queue_packets: int | None = None,
         queue_bytes: int | None = None,
+        host_queues: str = "bounded",
     ) -> None:
         self.graph = graph
+        self.host_queues = host_queues  # see FabricNet
         self.run_dir = Path(run_dir)
         self.env = dict(env or {})
         self.shape = shape
@@ -88,6 +90,7 @@ class LoomStack:
                     queue_classes=self.queue_classes,
                     queue_packets=self.queue_packets,
                     queue_bytes=self.queue_bytes,
+                    host_queues=self.host_queues,
                 )
             )
             n_switches = sum(1 for _, d in self.graph.nodes(data=True) if d["kind"] == "switch")

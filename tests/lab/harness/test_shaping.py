@@ -29,3 +29,12 @@ def test_leaf_queues_bounded_in_packets_or_in_bytes() -> None:
 def test_bad_queue_limits_are_refused_naming_the_port(kwargs: dict[str, int], message: str) -> None:
     with pytest.raises(ValueError, match=f"s1-eth1: {message}"):
         shaping_commands("s1-eth1", 10.0, DEFAULT_CLASSES, **kwargs)
+
+
+def test_host_queues_must_be_bounded_or_kernel() -> None:
+    from mininet_scenarios.harness.network import FabricError, FabricNet
+    from topologies import fat_tree
+
+    assert FabricNet(fat_tree(4), host_queues="kernel").host_queues == "kernel"
+    with pytest.raises(FabricError, match="bounded or kernel"):
+        FabricNet(fat_tree(4), host_queues="deep")
