@@ -168,6 +168,14 @@ bench-patterns-plain: setup faucet-venv
 bench-collectives: setup torch
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.collectives
 
+## Collectives at cluster scale (docs/benchmarks.md §2, "Many jobs"): 4 jobs x 4 ranks and
+## 2 x 8 scattered across pods, each in its own tenant, every job's busbw in the mix / alone,
+## and two long jobs while two others arrive and leave; ecmp vs loom; JSON + PNG into
+## results/collectives-jobs. ARGS='--quick' (~14 min), '--plain', '--seeds 2'.
+.PHONY: bench-collectives-jobs
+bench-collectives-jobs: setup torch
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.collectives_jobs $(ARGS)
+
 ## Failover benchmark (docs/benchmarks.md §4 Failover): traffic gap at link cuts with fast
 ## failover on and off, controller reroute latency after PortStatus, controller restart
 ## and packet-in flood on a k=4 fat-tree; JSON + PNG into results/failover.

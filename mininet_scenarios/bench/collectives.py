@@ -3,7 +3,8 @@ k=4 fat-tree.
 
     python -m mininet_scenarios.bench.collectives [--rate 10] [--mib 16] [--iters 3]
         [--warmup 1] [--seeds 1] [--out results/collectives] [--quick] [--mtu 9000]
-        [--scenarios allreduce,protection,alltoall] [--modes ecmp,no-qos,loom]
+        [--scenarios allreduce,protection,alltoall,allgather,reducescatter]
+        [--modes ecmp,no-qos,loom]
         [--bulk-share 0.05] [--queue-bytes 270420] [--bulk-frames standard,jumbo]
 
 Every port (switch and host side) carries the DSCP queue classes of
@@ -26,6 +27,16 @@ Scenarios (each seed gives one random rank order, used by every mode):
   core carry bulk traffic), ``no-qos`` vs ``loom`` (figure: busbw with background / busbw
   idle in the same mode, target ``loom`` >= 0.90).
 * ``alltoall``: 16-rank all-to-all, ``ecmp`` vs ``loom``.
+* ``allgather``: 16-rank ring all-gather, random order, ``ecmp`` vs ``loom`` (figure:
+  busbw / link, busbw = algbw (n-1)/n); gloo's ring sends to rank+1, so Loom is told
+  ``forward`` (:data:`~mininet_scenarios.workloads.collectives.runner.LOOM_PATTERN`; each
+  run records the direction its bytes really took, ``ring_direction_seen``).
+* ``reducescatter``: 16-rank reduce-scatter, the same way (busbw = algbw (n-1)/n). torch's
+  gloo backend runs it (``dist.reduce_scatter_single``), but as an all-reduce that keeps
+  one chunk: every rank sends 2(n-1)/n of the buffer on all-reduce's backward ring, twice
+  the convention's bytes, so the figure is at most about half the link whatever the
+  fabric does; ``wire_factor`` (bytes the busiest rank sent per iteration / buffer) shows
+  it. Reported as measured, with no target.
 
 Why it is built this way: the modes of a comparison run the same rank orders and background
 pairs in one invocation (absolute Mbit/s drift on a 2-core machine where other emulations
@@ -87,8 +98,13 @@ from mininet_scenarios.workloads.collectives.model import (
     ring_pairs,
     tcp_ceiling,
     topology_order,
+    wire_factor,
 )
-from mininet_scenarios.workloads.collectives.runner import CollectiveResult, run_collective
+from mininet_scenarios.workloads.collectives.runner import (
+    LOOM_PATTERN,
+    CollectiveResult,
+    run_collective,
+)
 from topologies import fat_tree
 from topologies.graph import host_list
 
@@ -99,7 +115,8 @@ OVS_WAIT_MAX = 10.0
 QUEUE_BYTES = 30 * 9014  # per class and port: 30 jumbo frames on the wire
 BULK_FRAMES = ("standard", "jumbo")  # background variants: MSS 1448, or as the MTU allows
 STANDARD_MSS = 1448
-SCENARIOS = ("allreduce", "protection", "alltoall")
+SCENARIOS = ("allreduce", "protection", "alltoall", "allgather", "reducescatter")
+RING_SCENARIOS = {"allgather": "all_gather", "reducescatter": "reduce_scatter"}
 MODE_ENV = {
     "ecmp": {"LOOM_TE": "off"},
     "unregistered": {},  # Loom as it is, the job never registered: traffic engineering alone
@@ -117,7 +134,7 @@ class Run:
     """One collective run of the plan: which mode, what, on which rank order."""
 
     mode: str
-    scenario: str  # allreduce | protection | alltoall
+    scenario: str  # allreduce | protection | alltoall | allgather | reducescatter
     op: str
     order: str  # random | topology
     seed: int
@@ -158,6 +175,9 @@ def plan(
                     )
             if mode in ("ecmp", "loom") and "alltoall" in scenarios:
                 runs.append(Run(mode, "alltoall", "all_to_all", "random", seed, False, reg))
+            for scen, op in RING_SCENARIOS.items():
+                if mode in ("ecmp", "loom") and scen in scenarios:
+                    runs.append(Run(mode, scen, op, "random", seed, False, reg))
         if topo_reference and mode in ("ecmp", "loom") and "allreduce" in scenarios:
             runs.append(Run(mode, "allreduce", "all_reduce", "topology", 0, False, reg))
     return runs
@@ -219,10 +239,14 @@ def _save(doc: dict[str, Any], out: Path) -> None:
     tmp.replace(out / "results.json")
 
 
-def _record(run: Run, res: CollectiveResult) -> dict[str, Any]:
+def _record(run: Run, res: CollectiveResult, warmup: int = 1) -> dict[str, Any]:
     """One run as saved: the plan's fields, the medians the figures use, and the details
     (iterations, CPU, class counters, background flows, Loom's view of the job)."""
     job = res.job or {}
+    sent: dict[tuple[str, str], int] = {}
+    for pair, nbytes in res.tcp_sent.items():
+        src, dst = pair.split(">", 1)
+        sent[(src, dst)] = nbytes
     return {
         "key": run.key,
         **run.__dict__,
@@ -238,6 +262,8 @@ def _record(run: Run, res: CollectiveResult) -> dict[str, Any]:
         "rank_seconds": res.rank_seconds,
         "check_ok": res.check_ok,
         "ring_direction_seen": res.ring_direction,
+        # the ranks' ss deltas count the warm-up's bytes too
+        "wire_factor": wire_factor(sent, res.bytes, len(res.seconds) + warmup),
         "cpu_idle_mean": res.cpu_idle_mean,
         "cpu_idle_min": res.cpu_idle_min,
         "ovs_busy_mean": res.ovs_busy_mean,
@@ -349,7 +375,7 @@ def run_mode(
                 record = {"key": run.key, **run.__dict__, "error": f"{type(exc).__name__}: {exc}"}
                 say(f"{run.key}: FAILED {record['error']}")
             else:
-                record = _record(run, res)
+                record = _record(run, res, args.warmup)
                 notes = []
                 if not res.check_ok:
                     notes.append("WRONG RESULT")
@@ -359,8 +385,9 @@ def run_mode(
                     notes.append(f"{res.ovs_socket_drops} packets lost in ovs receive sockets")
                 if res.ovs_wait_mean is not None and res.ovs_wait_mean > OVS_WAIT_MAX:
                     notes.append(f"ovs-vswitchd waited for a core > {OVS_WAIT_MAX:g} %")
-                if run.op != "all_to_all" and res.ring_direction not in (None, "backward"):
-                    notes.append(f"ring ran {res.ring_direction}")
+                way = LOOM_PATTERN[run.op][1]
+                if way is not None and res.ring_direction not in (None, way):
+                    notes.append(f"ring ran {res.ring_direction}, Loom is told {way}")
                 bgm = [f.mbps for f in res.background if f.mbps is not None]
                 coll = res.classes.get("collective", {})
                 say(
@@ -492,7 +519,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "conventions": {
             "busbw": "nccl-tests: algbw = per-rank buffer bytes / slowest rank's iteration"
             " time; busbw = algbw*2(n-1)/n (all-reduce), algbw*(n-1)/n (all-gather,"
-            " all-to-all); median over timed iterations; Mbit/s = 1e6 bit/s",
+            " reduce-scatter, all-to-all); median over timed iterations; Mbit/s = 1e6 bit/s",
+            "wire_factor": "bytes the busiest rank sent per iteration (warm-up included) /"
+            " per-rank buffer: 2(n-1)/n for a ring all-reduce, (n-1)/n for all-gather;"
+            " gloo's reduce-scatter sends all-reduce's bytes",
             "protection": "busbw with bulk background / busbw idle, same mode and rank order",
             "bulk_frames": f"standard: bulk iperf3 flows send TCP segments of {STANDARD_MSS}"
             " bytes (1500-byte frames); jumbo: as the MTU allows",

@@ -2,8 +2,8 @@
 equipped fabrics"): one benchmark run twice in one invocation, on the equipped fabric and
 then on the plain one, with the same arguments, and one table of both.
 
-    python -m mininet_scenarios.bench.sidebyside patterns|collectives [ARGS ...]
-        [--out results/BENCH-both]
+    python -m mininet_scenarios.bench.sidebyside patterns|collectives|collectives-jobs
+        [ARGS ...] [--out results/BENCH-both]
 
 ``ARGS`` are the benchmark's own (``--plain`` and ``--out`` excepted: set here). Each
 fabric's run is the benchmark's whole run, with its own non-blocking (or link-rate)
@@ -38,9 +38,27 @@ def collective_figures(doc: dict[str, Any]) -> Figures:
     return figures(doc["runs"])
 
 
+def jobs_figures(doc: dict[str, Any]) -> Figures:
+    """Of a collectives-jobs run: each mix's worst job (busbw in the mix / alone) and the
+    churn's worst long-job iteration / median before, per mode."""
+    from mininet_scenarios.bench.collectives_jobs_report import figures
+
+    figs = figures(doc["runs"])
+    out: Figures = {
+        f"{mix} worst job mix/alone": {mode: f["min"] for mode, f in modes.items()}
+        for mix, modes in figs["mixes"].items()
+    }
+    if figs["churn"]:
+        out["churn worst iter/before"] = {
+            mode: c["worst_over_before"] for mode, c in figs["churn"].items()
+        }
+    return out
+
+
 BENCHES: dict[str, tuple[str, Callable[[dict[str, Any]], Figures]]] = {
     "patterns": ("mininet_scenarios.bench.patterns", pattern_figures),
     "collectives": ("mininet_scenarios.bench.collectives", collective_figures),
+    "collectives-jobs": ("mininet_scenarios.bench.collectives_jobs", jobs_figures),
 }
 
 

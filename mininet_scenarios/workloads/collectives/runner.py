@@ -60,10 +60,13 @@ if TYPE_CHECKING:
 log = emulation_logger()
 
 WORKER = "mininet_scenarios.workloads.collectives.worker"  # the rank, run in each host
-# Loom job pattern and ring direction for each op, as gloo moves the data (see .model).
+# Loom job pattern and ring direction for each op, as gloo moves the data (see .model;
+# read from `ss` on 4 loopback ranks and in the fabric, ring_direction_seen, torch 2.13):
+# reduce-scatter is gloo's all-reduce ring underneath, so it sends as all-reduce does.
 LOOM_PATTERN = {
     "all_reduce": ("ring", "backward"),
     "all_gather": ("ring", "forward"),
+    "reduce_scatter": ("ring", "backward"),
     "all_to_all": ("all_to_all", None),
 }
 
@@ -207,7 +210,8 @@ def run_collective(
     poll_interval: float = 0.5,
     progress_every: float = 15.0,
 ) -> CollectiveResult:
-    """Run ``op`` (all_reduce | all_gather | all_to_all) on ``hosts`` in rank order.
+    """Run ``op`` (all_reduce | all_gather | reduce_scatter | all_to_all) on ``hosts`` in
+    rank order.
 
     ``mib``: per-rank buffer (nccl-tests' size); ``iters`` timed iterations after ``warmup``.
     ``register``: Loom's client, to register the job before the first byte (pattern and

@@ -94,3 +94,44 @@ def test_every_mode_has_a_colour_in_the_figure() -> None:
     from mininet_scenarios.bench.collectives_report import MODE_COLORS, MODE_ORDER
 
     assert set(MODE_ORDER) <= set(MODE_COLORS)
+
+
+def test_all_gather_and_reduce_scatter_run_in_ecmp_and_loom() -> None:
+    from mininet_scenarios.bench.collectives_report import TARGETS, table
+
+    runs = plan(["allgather", "reducescatter"], seeds=2, topo_reference=False)
+    assert {(r.mode, r.op, r.seed) for r in runs} == {
+        (mode, op, seed)
+        for mode in ("ecmp", "loom")
+        for op in ("all_gather", "reduce_scatter")
+        for seed in (1, 2)
+    }
+    assert all(r.register == (r.mode == "loom") for r in runs)
+    assert "allgather" in parse_args(["--scenarios", "allgather,reducescatter"]).scenario_list
+
+    def run(mode: str, op: str, busbw: float) -> dict[str, Any]:
+        return {
+            "key": f"{mode}/{op}/random1",
+            "mode": mode,
+            "op": op,
+            "order": "random",
+            "seed": 1,
+            "background": False,
+            "busbw_mbps": busbw,
+            "busbw_over_link": busbw / 10,
+            "seconds": [3.0],
+            "wire_factor": 1.875 if op == "reduce_scatter" else 0.9375,
+            "ring_direction_seen": "backward" if op == "reduce_scatter" else "forward",
+        }
+
+    runs_saved = [
+        run("ecmp", "all_gather", 3.3),
+        run("loom", "all_gather", 9.6),
+        run("loom", "reduce_scatter", 4.8),
+    ]
+    figs = figures(runs_saved)
+    assert figs["allgather"] == pytest.approx({"ecmp": 0.33, "loom": 0.96})
+    assert figs["reducescatter"] == pytest.approx({"loom": 0.48})
+    assert "reducescatter" not in TARGETS  # gloo sends all-reduce's bytes: no target
+    text = table({"runs": runs_saved})
+    assert "1.88  backward" in text and "0.94   forward" in text

@@ -32,7 +32,8 @@ def test_bad_queue_limits_are_refused_naming_the_port(kwargs: dict[str, int], me
 
 
 def test_host_queues_must_be_bounded_or_kernel() -> None:
-    from mininet_scenarios.harness.network import FabricError, FabricNet
+    from mininet_scenarios.harness.network import FabricNet
+    from mininet_scenarios.harness.ovs import FabricError
     from topologies import fat_tree
 
     assert FabricNet(fat_tree(4), host_queues="kernel").host_queues == "kernel"
