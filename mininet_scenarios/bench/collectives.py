@@ -321,6 +321,7 @@ def run_mode(
         env=env,
         queue_classes=None if args.plain else queue_classes(args.bulk_share),
         queue_bytes=args.queue_bytes or None,
+        host_queues=args.host_queues,
     ) as st:
         if args.mtu != 1500:
             set_mtu(st.net, args.mtu)
@@ -458,6 +459,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=",".join(BULK_FRAMES),
         help="frame sizes of the protection scenario's bulk flows, each its own run:"
         " standard (1500 bytes), jumbo (the MTU) (default: both)",
+    )
+    ap.add_argument(
+        "--host-queues",
+        choices=("bounded", "kernel"),
+        default="bounded",
+        help="a host's own interface: bounded like a switch port (--queue-bytes; default)"
+        " or the kernel's 1000 packets, as a server's NIC queue is",
     )
     ap.add_argument("--drain", type=float, default=2.0, help="quiet seconds between runs")
     ap.add_argument(
