@@ -6,6 +6,7 @@ a bad queue list is refused naming the variable."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -21,8 +22,9 @@ HIGH = "34:3,26:1"
 
 
 def sim_with(levels: str | None) -> LoomSim:
-    extra = {"job_levels": job_levels(levels)} if levels else {}
-    config = FabricConfig(link_capacity_mbps=10.0, te=TeConfig(enabled=False), **extra)
+    config = FabricConfig(link_capacity_mbps=10.0, te=TeConfig(enabled=False))
+    if levels:
+        config = replace(config, job_levels=job_levels(levels))
     return LoomSim(fat_tree(4), config).start()
 
 
@@ -40,7 +42,7 @@ def dscp_and_queues(sim: LoomSim, src: str, dst: str) -> tuple[set[int], set[int
     trace = sim.fake.trace(src, sim.fake.packet(src, dst))
     assert trace.ok_unicast(dst), trace.render()
     hops = [hop for br in trace.branches for hop in br.hops]
-    return {h.packet["ip_dscp"] for h in hops}, {h.queue_id for h in hops}
+    return {int(str(h.packet["ip_dscp"])) for h in hops}, {int(h.queue_id or 0) for h in hops}
 
 
 def test_the_higher_of_two_jobs_sharing_a_receiver_gets_the_higher_queue() -> None:

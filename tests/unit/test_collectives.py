@@ -25,9 +25,8 @@ def capacity(link: tuple[int, int]) -> float:
     return 10e6
 
 
-def job(ips: list[str], **kw: str) -> JobState:
-    state = JobState(JobSpec(kw.pop("name", "j"), "t", tuple(ips), **kw), 1)
-    return state
+def job(ips: list[str], name: str = "j", pattern: str = "ring") -> JobState:
+    return JobState(JobSpec(name, "t", tuple(ips), pattern), 1)
 
 
 def hops_per_link(state: JobState) -> Counter[Link]:
