@@ -71,6 +71,29 @@ def reply_to(requester: Waiting | Host, target: Host, address: str) -> tuple[int
     return requester.dpid, PacketOut(OFPP_CONTROLLER, (Output(requester.port),), frame)
 
 
+def announce(
+    topo: Topology, moved: list[Host], address_of: Callable[[Host], str], limit: int = PROBE_RATE
+) -> Messages:
+    """Tell every peer of a host moved to another tenant its new Loom address (the address
+    carries the tenant): peers would otherwise keep the old one until their ARP entry runs
+    out, tens of seconds in which nothing reaches the host. An unsolicited reply updates an
+    entry a peer holds and creates none. At most ``limit`` frames, moved hosts in order."""
+    out: Messages = {}
+    sent = 0
+    for host in moved:
+        if host.ip is None:
+            continue
+        address = address_of(host)
+        for peer in topo.hosts.values():
+            if sent >= limit:
+                return out
+            if peer.mac != host.mac and peer.ip and peer.tenant == host.tenant:
+                dpid, msg = reply_to(peer, host, address)
+                out.setdefault(dpid, []).append(msg)
+                sent += 1
+    return out
+
+
 class ArpService:
     """Proxy ARP with Loom's addresses (``addresses``, see ``controller.addressing``).
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from controller.addressing import AddressBook
-from controller.arp import ArpService
+from controller.arp import ArpService, announce
 from controller.cadence import Cadence, lldp_on
 from controller.compiler import RuleStore, held_hosts
 from controller.config import FabricConfig as FabricConfig  # (re-exported)
@@ -569,6 +569,7 @@ class Fabric:
         members and settings did not change keep every rule (a warm reload)."""
         self.tenants = TenantView.of(policy)
         self.limits = policy.hardware.limits() if policy else NO_LIMITS
+        moved = []
         for host in list(self.topo.hosts.values()):
             tenant = self.tenants.tenant_of(host.mac, host.ip, host.dpid, host.port)
             if tenant is None:
@@ -576,10 +577,11 @@ class Fabric:
                 self.topo.host_changed(host.dpid)
             elif tenant != host.tenant:
                 self.topo.hosts[host.mac] = replace(host, tenant=tenant)
+                moved.append(self.topo.hosts[host.mac])
                 self.topo.host_changed(host.dpid)
         self.jobs.declare({j.name: j.spec() for j in policy.jobs} if policy else {})
         self.events["policy_applied"] += 1
-        return self._replan_all(now)
+        return merge(self._replan_all(now), announce(self.topo, moved, self.address_of))
 
     # -- jobs -------------------------------------------------------------------
     def create_job(self, now: float, spec: JobSpec, lease: float | None = None) -> Messages:

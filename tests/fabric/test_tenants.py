@@ -10,7 +10,7 @@ import pytest
 
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
-from controller.model import ArpFrame, CookieKind, FlowMod, GroupMod, MeterMod
+from controller.model import ArpFrame, CookieKind, FlowMod, GroupMod, MeterMod, PacketOut
 from controller.policy import parse_policy
 from controller.policy.manager import PolicyManager
 from tests.sim import LoomSim
@@ -162,3 +162,28 @@ def test_bad_reload_keeps_the_old_policy_in_force(sim: LoomSim, tmp_path: Path) 
     assert not manager.status.ok and "10.0.0.999" in manager.status.errors[0]
     assert sim.fake.trace("h1", sim.fake.packet("h1", "h2")).ok_unicast("h2")
     assert manager.describe()["reloads_failed"] == 1
+
+
+def test_a_host_moved_to_another_tenant_is_announced_to_its_new_peers(sim: LoomSim) -> None:
+    """h6 leaves red for blue: its Loom address changes (it carries the tenant), and every
+    blue host is told the new one at once, none of the red hosts."""
+    h6 = sim.core.topo.host_by_ip(sim.graph.nodes["h6"]["ip"])
+    assert h6 is not None
+    old = sim.core.address_of(h6)
+    moved = dict(TENANTS, red=range(1, 6), blue=range(6, 12))
+    out = sim.core.apply_policy(sim.now, parse_policy(policy_text(sim.graph, moved)))
+    new_h6 = sim.core.topo.hosts[h6.mac]
+    new = sim.core.address_of(new_h6)
+    assert new != old
+    told = {
+        m.frame.tpa
+        for ms in out.values()
+        for m in ms
+        if isinstance(m, PacketOut) and isinstance(m.frame, ArpFrame)
+        and m.frame.spa == h6.ip and m.frame.sha == new and m.frame.op == 2
+    }  # fmt: skip
+    blue = {sim.graph.nodes[f"h{i}"]["ip"] for i in range(7, 12)}
+    assert told == blue
+    sim.apply(out)
+    sim.announce_hosts()
+    assert sim.fake.trace("h7", sim.fake.packet("h7", "h6")).ok_unicast("h6")
