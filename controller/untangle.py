@@ -9,9 +9,10 @@ a link is over capacity after the one-by-one pass, every job's pairs are placed 
 together, each starting from where it is (``controller.placement.place`` keeps a pair
 where it is unless moving it lowers the worst link). The result is taken only if no job
 ends with a worse bottleneck than it had: a running job moves only when that helps the
-fabric and costs it nothing. Its packets are not lost while it moves: the new transit
-rules go in before the ingress rule turns, and a packet on the old path that meets no pin
-takes the default route to its destination.
+fabric and costs it nothing. Its packets are not lost while it moves: a pin is never
+needed for delivery (the default routes under the pins are shortest paths), so a packet
+that meets a pin not yet in place, or one already gone, takes the default route to its
+destination.
 """
 
 from __future__ import annotations
