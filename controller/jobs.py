@@ -134,9 +134,11 @@ class JobBook:
     def _level(self, booked: list[JobState]) -> set[str]:
         """Each job's collective queue by priority, compressed onto the queues there are
         (:mod:`controller.priorities`); the jobs whose queue changed."""
-        links = {j.spec.name: set(j.link_load()) for j in booked}
         ranked = [(j.spec.name, j.spec.priority) for j in booked]
-        levels = compress(ranked, sharing(links), len(self.levels))
+        conflicts: set[frozenset[str]] = set()
+        if len({p for _, p in ranked}) > len(self.levels):  # only a compression weighs them
+            conflicts = sharing({j.spec.name: set(j.link_load()) for j in booked})
+        levels = compress(ranked, conflicts, len(self.levels))
         changed = {j.spec.name for j in booked if j.level != levels[j.spec.name]}
         for j in booked:
             j.level = levels[j.spec.name]

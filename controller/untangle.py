@@ -49,13 +49,15 @@ def untangle(jobs: list[JobState], capacity: Callable[[Link], float]) -> set[str
     jobs whose paths changed (their rules must be rebuilt)."""
     placed = [j for j in jobs if j.placed]
     before = bottlenecks(placed, capacity)
+    if max(before.values(), default=0.0) <= FULL:
+        return set()  # nothing over capacity: nothing to untangle (the usual case)
     demands = [
         Demand((j.spec.name, pair), j.rates[pair], j.candidates[pair], current=path)
         for j in placed
         for pair, path in sorted(j.paths.items())
         if pair in j.candidates
     ]
-    if max(before.values(), default=0.0) <= FULL or len(demands) > JOINT_MAX_DEMANDS:
+    if len(demands) > JOINT_MAX_DEMANDS:
         return set()
     links = sorted({link for d in demands for path in d.candidates for link in path})
     result = place(demands, {link: capacity(link) for link in links}, search_budget=SEARCH_BUDGET)
