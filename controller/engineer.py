@@ -131,6 +131,7 @@ class TrafficEngineer:
         self.engineered: set[FlowKey] = set()  # elephants on a path TE chose itself
         self._young: dict[FlowKey, tuple[Path, float]] = {}  # placed, rate not yet measured
         self._young_load: dict[PortRef, float] = {}  # per link: the young flows' shares
+        self._young_pairs: dict[tuple[str, str], FlowKey] = {}  # host pair -> its young flow
         self._minimal: dict[tuple[int, int], list[Path]] = {}  # candidates per switch pair
         self._minimal_of: Routes | None = None  # ... for these routes
         self.quiet: dict[PortRef, float] = {}  # port -> until when its flows go untracked
@@ -173,7 +174,8 @@ class TrafficEngineer:
     def _place_new(self, key: FlowKey, src: int, dst: int, routes: Routes, load: Load) -> None:
         """The path whose busiest link is least loaded (measured share plus the young
         flows placed on it since), then the least loaded in sum; ties go round by the
-        flow's id, so equal paths share new flows evenly and repeatably."""
+        flow's id, so equal paths share new flows evenly and repeatably. A flow between
+        two hosts that already have a young flow joins it (``_pair_path``)."""
         cands = self._minimal_paths(src, dst, routes, key.ident)
         if len(cands) < 2:
             return  # one way only (or none): the default route is that way
@@ -186,7 +188,7 @@ class TrafficEngineer:
 
         acks = key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows
         back = self._way_back(key, routes, src, dst) if acks else None
-        path = back or min(cands[turn:] + cands[:turn], key=cost)
+        path = back or self._pair_path(key, cands) or min(cands[turn:] + cands[:turn], key=cost)
         share = ACK_SHARE if acks else YOUNG_SHARE
         self.paths[key] = path
         log.debug("placed %s on %s", key, path)
@@ -194,6 +196,25 @@ class TrafficEngineer:
         self._young[key] = (path, share)
         for link in path:
             young[link] = young.get(link, 0.0) + share
+        if not acks:
+            self._young_pairs[(key.ipv4_src, key.ipv4_dst)] = key
+
+    def _pair_path(self, key: FlowKey, cands: list[Path]) -> Path | None:
+        """The path of the young flow between the same two hosts, which hands its assumed
+        share over to ``key``. Both hosts' own links bound such flows together, so until
+        measured they are one link's demand at most, and a fabric path of the same rate
+        carries them together at no cost. Counted apart, a short connection just before a
+        bulk one (iperf3's control connection, an RPC before a transfer) would count as a
+        second elephant and push the next host pair's bulk flow onto the first's path."""
+        mate = self._young_pairs.get((key.ipv4_src, key.ipv4_dst))
+        held = self._young.get(mate) if mate is not None else None
+        if mate is None or held is None or held[0] not in cands:
+            return None
+        path, share = held
+        self._young[mate] = (path, 0.0)
+        for link in path:
+            self._young_load[link] -= share
+        return path
 
     def _minimal_paths(self, src: int, dst: int, routes: Routes, seed: int) -> list[Path]:
         """Equal-cost paths between two switches: ``minimal_paths``, kept until the routes
@@ -246,6 +267,8 @@ class TrafficEngineer:
         placed = self._young.pop(key, None)
         if placed is None:
             return
+        if self._young_pairs.get((key.ipv4_src, key.ipv4_dst)) == key:
+            del self._young_pairs[(key.ipv4_src, key.ipv4_dst)]
         if not self._young:
             self._young_load.clear()  # (no drift from the running sums)
             return

@@ -57,6 +57,28 @@ def test_flows_from_one_switch_are_placed_apart_before_they_are_measured() -> No
     assert sim.view.events["te.flows_placed"] == 4
 
 
+def test_bulk_flows_after_their_control_connections_are_placed_apart() -> None:
+    """iperf3's pattern: a short control connection, then the bulk one, between each pair
+    of hosts. Counted as two elephants, the control connections could push both bulk flows
+    onto one uplink (seen in emulation); a host pair's young flows are one link's demand
+    at most, so the bulk flow joins its control connection and counts once."""
+    for base in range(41000, 41400, 50):  # the flows' ids decide ties: many draws
+        sim = LoomSim(fat_tree(4), CONFIG).start()
+        bulk, control = [], []
+        for i, (src, dst) in enumerate((("h1", "h5"), ("h2", "h6"))):
+            control.append(
+                only_path(sim.fake.trace(src, sim.start_flow(src, dst, base + i, 0.01)), dst)
+            )
+            pkt = sim.start_flow(src, dst, 40000, mbps=9)  # iperf3 --cport 40000
+            bulk.append(only_path(sim.fake.trace(src, pkt), dst))
+            assert bulk[i] == control[i]
+        assert bulk[0][2] != bulk[1][2]  # out of e0_0 by different aggregation switches
+        young = sim.core.te._young_load
+        assert sorted(
+            v for (dpid, _), v in young.items() if dpid == sim.graph.nodes["e0_0"]["dpid"]
+        ) == [1.0, 1.0]
+
+
 def test_a_new_flow_avoids_the_load_the_counters_measure() -> None:
     sim = LoomSim(fat_tree(4), CONFIG).start()
     edge = sim.graph.nodes["e0_0"]["dpid"]
