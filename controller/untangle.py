@@ -13,16 +13,22 @@ fabric and costs it nothing. Its packets are not lost while it moves: a pin is n
 needed for delivery (the default routes under the pins are shortest paths), so a packet
 that meets a pin not yet in place, or one already gone, takes the default route to its
 destination.
+
+On a Clos fabric the search starts from an edge colouring (``controller.clos``), which
+routes the rings of many jobs (together a permutation) with one pair per link where a
+search over paths finds that only on small fabrics.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import cast
 
+from controller.clos import Far, Flow, clos_paths
 from controller.collectives import JobState
 from controller.jobspec import Pair
-from controller.placement import Demand, Link, place
+from controller.placement import Demand, Link, Path, place
 
 FULL = 1.05  # a link within 5 % of its capacity is full, not over (measured, not exact)
 JOINT_MAX_DEMANDS = 4096  # beyond this, one search costs more than it can win in time
@@ -44,9 +50,12 @@ def bottlenecks(jobs: Iterable[JobState], capacity: Callable[[Link], float]) -> 
     return {j.spec.name: max((util(link) for link in j.link_load()), default=0.0) for j in jobs}
 
 
-def untangle(jobs: list[JobState], capacity: Callable[[Link], float]) -> set[str]:
+def untangle(
+    jobs: list[JobState], capacity: Callable[[Link], float], far: Far | None = None
+) -> set[str]:
     """Place every job's pairs together when a link is over capacity; the names of the
-    jobs whose paths changed (their rules must be rebuilt)."""
+    jobs whose paths changed (their rules must be rebuilt). ``far``: each switch's ports
+    and the switches at their far ends, for the edge colouring."""
     placed = [j for j in jobs if j.placed]
     before = bottlenecks(placed, capacity)
     if max(before.values(), default=0.0) <= FULL:
@@ -59,18 +68,49 @@ def untangle(jobs: list[JobState], capacity: Callable[[Link], float]) -> set[str
     ]
     if len(demands) > JOINT_MAX_DEMANDS:
         return set()
+    demands = _from_colouring(demands, far) if far is not None else demands
     links = sorted({link for d in demands for path in d.candidates for link in path})
     result = place(demands, {link: capacity(link) for link in links}, search_budget=SEARCH_BUDGET)
     old = {j.spec.name: dict(j.paths) for j in placed}
     by_name = {j.spec.name: j for j in placed}
+    old_candidates = {j.spec.name: dict(j.candidates) for j in placed}
+    known = {d.key: d.candidates for d in demands}
     for key, path in result.paths.items():
         name, pair = cast(tuple[str, Pair], key)
         by_name[name].paths[pair] = path
+        by_name[name].candidates[pair] = known[key]
     after = bottlenecks(placed, capacity)
     if any(after[n] > before[n] + 1e-9 for n in before):  # someone would lose: keep as was
         for j in placed:
-            j.paths = old[j.spec.name]
+            j.paths, j.candidates = old[j.spec.name], old_candidates[j.spec.name]
         return set()
     for j in placed:
         j.max_utilization = after[j.spec.name]
     return {j.spec.name for j in placed if j.paths != old[j.spec.name]}
+
+
+def _from_colouring(demands: list[Demand], far: Far) -> list[Demand]:
+    """The demands, each starting from its path in the Clos edge colouring (added to its
+    candidates if it was not among them); as they were on a fabric that is no Clos."""
+    ends = [(d, _leaves(d.candidates[0], far)) for d in demands if d.candidates]
+    flows = [Flow(d.key, src, dst) for d, (src, dst) in ends if src is not None]
+    start = clos_paths(flows, far)
+    if not start:
+        return demands
+    out = []
+    for d in demands:
+        path = start.get(d.key)
+        if path is None:
+            out.append(d)
+            continue
+        more = () if path in d.candidates else (path,)
+        out.append(replace(d, current=path, candidates=d.candidates + more))
+    return out
+
+
+def _leaves(path: Path, far: Far) -> tuple[int | None, int]:
+    """The switches a path enters and leaves the fabric by (None, 0 for an empty one)."""
+    if not path:
+        return None, 0
+    last = path[-1]
+    return path[0][0], far(last[0])[last[1]]

@@ -56,9 +56,9 @@ def hops_per_link(sim: LoomSim, rings: list[list[str]]) -> Counter[tuple[str, st
     return used
 
 
-def new_sim() -> LoomSim:
+def new_sim(k: int = 4) -> LoomSim:
     config = FabricConfig(link_capacity_mbps=10.0, te=TeConfig(enabled=False))
-    return LoomSim(fat_tree(4), config).start()
+    return LoomSim(fat_tree(k), config).start()
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -72,11 +72,28 @@ def test_four_scattered_rings_share_no_link(seed: int) -> None:
 def test_booked_one_by_one_alone_they_would_share(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same bookings without placing jobs together: some seed leaves a shared link
     (what this test guards against coming back)."""
-    monkeypatch.setattr(jobs_module, "untangle", lambda jobs, capacity: set())
+    monkeypatch.setattr(jobs_module, "untangle", lambda jobs, capacity, far: set())
     worst = [
         max(hops_per_link(sim, book(sim, seed)).values()) for seed in SEEDS for sim in [new_sim()]
     ]
     assert max(worst) == 2
+
+
+def test_eight_16_rank_rings_on_a_k8_fat_tree_share_no_link() -> None:
+    """Every host of a k=8 fat-tree in one of eight random-order rings: the edge
+    colouring routes them all at full speed, traced packet by packet."""
+    sim = new_sim(k=8)
+    assert max(hops_per_link(sim, book(sim, seed=3, size=16)).values()) == 1
+
+
+def test_without_the_colouring_the_search_leaves_k8_rings_sharing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same bookings with the search alone (so the test above can fail)."""
+    plain = jobs_module.untangle
+    monkeypatch.setattr(jobs_module, "untangle", lambda jobs, capacity, far: plain(jobs, capacity))
+    sim = new_sim(k=8)
+    assert max(hops_per_link(sim, book(sim, seed=3, size=16)).values()) == 2
 
 
 def test_a_running_job_only_moves_to_a_bottleneck_no_worse() -> None:

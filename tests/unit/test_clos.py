@@ -1,0 +1,79 @@
+"""Edge colouring on Clos fabrics (``controller.clos``): any colouring it returns is
+proper with as many colours as the busiest node has edges, and permutations of hosts are
+routed on leaf-spine and fat-tree fabrics with one flow per link, on minimal paths."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Hashable
+
+import networkx as nx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.clos import Flow, clos_paths, colour_edges
+from controller.placement import Path, is_minimal
+from controller.routing import Routes, compute_routes
+from tests.graphs import learned_topology
+from topologies import dragonfly, fat_tree, leaf_spine
+
+edges_strategy = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=0, max_size=120)
+
+
+@settings(max_examples=200, deadline=None)
+@given(edges_strategy)
+def test_a_bipartite_multigraph_is_coloured_with_its_largest_degree(
+    edges: list[tuple[int, int]],
+) -> None:
+    degree = Counter([("l", u) for u, _ in edges] + [("r", v) for _, v in edges])
+    colours = max(degree.values(), default=1)
+    got = colour_edges(edges, colours)
+    assert all(0 <= c < colours for c in got)
+    seen = Counter([("l", u, c) for (u, _), c in zip(edges, got, strict=True)])
+    seen.update([("r", v, c) for (_, v), c in zip(edges, got, strict=True)])
+    assert all(n == 1 for n in seen.values())  # no two edges alike at a node
+
+
+def routed(
+    g: nx.MultiGraph, seed: int, rounds: int = 1
+) -> tuple[Routes, list[Flow], dict[Hashable, Path] | None]:
+    """``rounds`` random permutations of ``g``'s hosts as flows, and their paths."""
+    topo = learned_topology(g)
+    hosts = sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port))
+    routes = compute_routes(topo.graph(), sorted({h.dpid for h in hosts}))
+    flows = []
+    for r in range(rounds):
+        perm = hosts[:]
+        random.Random(seed * 100 + r).shuffle(perm)
+        flows += [Flow((r, a.mac), a.dpid, b.dpid) for a, b in zip(hosts, perm, strict=True)]
+    return routes, flows, clos_paths(flows, routes.peer().of)
+
+
+def per_link(paths: dict[Hashable, Path]) -> int:
+    return max(Counter(link for p in paths.values() for link in p).values())
+
+
+def test_permutations_take_one_flow_per_link_on_minimal_paths() -> None:
+    fabrics = [fat_tree(4), fat_tree(8), fat_tree(16), leaf_spine(4, 4, 4), leaf_spine(6, 3, 3)]
+    for g in fabrics:
+        for seed in range(3):
+            routes, flows, paths = routed(g, seed)
+            assert paths is not None
+            crossing = [f for f in flows if f.src != f.dst]
+            assert set(paths) == {f.key for f in crossing}
+            assert per_link(paths) == 1
+            assert all(is_minimal(routes, paths[f.key], f.src, f.dst) for f in crossing)
+
+
+def test_more_flows_than_uplinks_wrap_round_evenly() -> None:
+    """Two permutations at once (rings both ways): each link carries two, as each host's
+    own link does, never three."""
+    _, _, paths = routed(fat_tree(8), seed=5, rounds=2)
+    assert paths is not None and per_link(paths) == 2
+
+
+def test_a_fabric_whose_leaves_link_to_each_other_is_no_clos() -> None:
+    g = dragonfly(a=4, p=1, h=1, g=5)
+    _, _, paths = routed(g, seed=1)
+    assert paths is None
