@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from controller import jobs as jobs_module
+from controller import untangle as untangle_module
 from controller.api import LoomApi
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
@@ -90,8 +91,11 @@ def test_without_the_colouring_the_search_leaves_k8_rings_sharing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The same bookings with the search alone (so the test above can fail)."""
-    plain = jobs_module.untangle
-    monkeypatch.setattr(jobs_module, "untangle", lambda jobs, capacity, far: plain(jobs, capacity))
+    monkeypatch.setattr(
+        jobs_module,
+        "untangle",
+        lambda jobs, capacity, far: untangle_module.untangle(jobs, capacity),
+    )
     sim = new_sim(k=8)
     assert max(hops_per_link(sim, book(sim, seed=3, size=16)).values()) == 2
 
