@@ -39,45 +39,82 @@ class Flow:
     key: Hashable
     src: int  # leaf switch the flow enters by
     dst: int  # leaf switch it leaves by
+    current: Path | None = None  # where it runs now: kept where the colouring allows
 
 
-def colour_edges(edges: Sequence[tuple[Hashable, Hashable]], colours: int) -> list[int]:
+def colour_edges(
+    edges: Sequence[tuple[Hashable, Hashable]],
+    colours: int,
+    prefer: Sequence[int | None] | None = None,
+) -> list[int]:
     """A colour in ``range(colours)`` for each edge (left node, right node) of a bipartite
     multigraph, no two edges at a node alike; ``colours`` must be at least the largest
-    degree. Each edge takes a colour free at both ends, after swapping the two colours
-    along an alternating path if need be (the path cannot return to the edge's left end,
-    the graph being bipartite)."""
-    at: dict[tuple[bool, Hashable], dict[int, int]] = {}  # node -> colour -> edge
-    colour = [-1] * len(edges)
-
-    def free(node: tuple[bool, Hashable]) -> int:
-        used = at.setdefault(node, {})
-        return next(c for c in range(colours) if c not in used)
-
-    def ends(i: int) -> tuple[tuple[bool, Hashable], tuple[bool, Hashable]]:
-        return (False, edges[i][0]), (True, edges[i][1])
-
+    degree. Edges first keep their ``prefer`` colour where it is free at both ends (so a
+    routing that changes by a few flows moves few others); each other edge takes a colour
+    free at both ends, after swapping two colours along the shorter of two alternating
+    paths if need be (neither can return to the edge's other end, the graph being
+    bipartite)."""
+    state = _Colouring(edges, colours)
+    for i, want in enumerate(prefer or ()):
+        if want is not None and 0 <= want < colours and state.free_at_both(i, want):
+            state.take(i, want)
     for i in range(len(edges)):
-        left, right = ends(i)
-        a, b = free(left), free(right)
-        if a in at[right]:  # swap a and b along the a/b path that starts at ``right``
-            path, node, want = [], right, a
-            while want in at.get(node, {}):
-                e = at[node][want]
-                path.append(e)
-                u, v = ends(e)
-                node = v if node == u else u
-                want = b if want == a else a
-            for e in path:
-                for end in ends(e):
-                    del at[end][colour[e]]
-            for e in path:
-                colour[e] = b if colour[e] == a else a
-                for end in ends(e):
-                    at[end][colour[e]] = e
-        colour[i] = a
-        at[left][a] = at[right][a] = i
-    return colour
+        if state.colour[i] < 0:
+            state.take(i, state.make_free(i))
+    return state.colour
+
+
+Node = tuple[bool, Hashable]  # (right side?, node)
+
+
+class _Colouring:
+    def __init__(self, edges: Sequence[tuple[Hashable, Hashable]], colours: int) -> None:
+        self.edges, self.colours = edges, colours
+        self.at: dict[Node, dict[int, int]] = {}  # node -> colour -> edge
+        self.colour = [-1] * len(edges)
+
+    def ends(self, i: int) -> tuple[Node, Node]:
+        return (False, self.edges[i][0]), (True, self.edges[i][1])
+
+    def used(self, node: Node) -> dict[int, int]:
+        return self.at.setdefault(node, {})
+
+    def free_at_both(self, i: int, c: int) -> bool:
+        left, right = self.ends(i)
+        return c not in self.used(left) and c not in self.used(right)
+
+    def take(self, i: int, c: int) -> None:
+        self.colour[i] = c
+        for end in self.ends(i):
+            self.used(end)[c] = i
+
+    def make_free(self, i: int) -> int:
+        """A colour free at both ends of edge ``i``, swapping colours if need be."""
+        both = next((c for c in range(self.colours) if self.free_at_both(i, c)), None)
+        if both is not None:
+            return both
+        left, right = self.ends(i)
+        a = next(c for c in range(self.colours) if c not in self.used(left))
+        b = next(c for c in range(self.colours) if c not in self.used(right))
+        from_right, from_left = self.alternating(right, a, b), self.alternating(left, b, a)
+        path, both = (from_right, a) if len(from_right) <= len(from_left) else (from_left, b)
+        for e in path:
+            for end in self.ends(e):
+                del self.at[end][self.colour[e]]
+        for e in path:
+            self.take(e, b if self.colour[e] == a else a)
+        return both
+
+    def alternating(self, node: Node, want: int, other: int) -> list[int]:
+        """The edges of the path from ``node`` coloured ``want``, ``other``, ``want``..."""
+        path: list[int] = []
+        while want in self.used(node):
+            e = self.at[node][want]
+            path.append(e)
+            u, v = self.ends(e)
+            node = v if node == u else u
+            want, other = other, want
+        return path
 
 
 @dataclass(frozen=True)
@@ -124,6 +161,10 @@ class Clos:
                 neighbours(c)  # (their ports down)
         return cls(up, cores, port)
 
+    def group_of(self, leaf: int, above: int | None) -> Hashable | None:
+        """The group of ``leaf``'s uplink switch ``above`` (None: not one of them)."""
+        return next((g for g, a in self.up.get(leaf, {}).items() if a == above), None)
+
     def path(self, flow: Flow, group: Hashable, core: int | None) -> Path:
         a, b = self.up[flow.src][group], self.up[flow.dst][group]
         if a == b or core is None:
@@ -144,8 +185,15 @@ def clos_paths(flows: Sequence[Flow], far: Far) -> dict[Hashable, Path] | None:
     if clos is None or not flows:
         return None if clos is None else {}
     groups = sorted(clos.cores, key=repr)
+    index = {group: g for g, group in enumerate(groups)}
+    was = [_hops(f.current, far) for f in flows]
     degree = _max_degree([(f.src, f.dst) for f in flows])
-    first = colour_edges([(f.src, f.dst) for f in flows], max(degree, len(groups)))
+    prefer = [
+        index[group] if (group := clos.group_of(f.src, hops[1] if hops else None)) else None
+        for f, hops in zip(flows, was, strict=True)
+    ]
+    first = colour_edges([(f.src, f.dst) for f in flows], max(degree, len(groups)), prefer)
+    was_by_key = {f.key: hops for f, hops in zip(flows, was, strict=True)}
     paths: dict[Hashable, Path] = {}
     for g, group in enumerate(groups):
         mine = [f for f, c in zip(flows, first, strict=True) if c % len(groups) == g]
@@ -157,10 +205,23 @@ def clos_paths(flows: Sequence[Flow], far: Far) -> dict[Hashable, Path] | None:
             continue
         cores = clos.cores[group]
         ends = [(clos.up[f.src][group], clos.up[f.dst][group]) for f in across]
-        second = colour_edges(ends, max(_max_degree(ends), len(cores)))
+        core_at = {c: i for i, c in enumerate(cores)}
+        stay = [_core_of(was_by_key[f.key], core_at) for f in across]
+        second = colour_edges(ends, max(_max_degree(ends), len(cores)), stay)
         for f, c in zip(across, second, strict=True):
             paths[f.key] = clos.path(f, group, cores[c % len(cores)])
     return paths
+
+
+def _hops(path: Path | None, far: Far) -> list[int]:
+    """The switches a path crosses, from its first to its last."""
+    if not path:
+        return []
+    return [path[0][0]] + [far(u)[port] for u, port in path]
+
+
+def _core_of(hops: list[int], core_at: Mapping[int, int]) -> int | None:
+    return core_at.get(hops[2]) if len(hops) == 5 else None
 
 
 def _max_degree(edges: Sequence[tuple[Hashable, Hashable]]) -> int:

@@ -31,7 +31,10 @@ from controller.jobspec import Pair
 from controller.placement import Demand, Link, Path, place
 
 FULL = 1.05  # a link within 5 % of its capacity is full, not over (measured, not exact)
-JOINT_MAX_DEMANDS = 4096  # beyond this, one search costs more than it can win in time
+# Beyond this many pairs, jobs are placed one by one only: at k=32's 8,192 ring hops the
+# colouring itself takes 0.5 s, but each registration then costs 2.4 s of core time (the
+# one-by-one placement of a new job on a fabric the colouring filled), against 0.9 s.
+JOINT_MAX_DEMANDS = 4096
 SEARCH_BUDGET = 1_000_000  # paths the exact search weighs (~1.5 s of core time at most)
 
 
@@ -68,14 +71,18 @@ def untangle(
     ]
     if len(demands) > JOINT_MAX_DEMANDS:
         return set()
-    demands = _from_colouring(demands, far) if far is not None else demands
-    links = sorted({link for d in demands for path in d.candidates for link in path})
-    result = place(demands, {link: capacity(link) for link in links}, search_budget=SEARCH_BUDGET)
+    if far is not None:
+        demands = _from_colouring(demands, far)
+    paths = {d.key: d.current for d in demands if d.current is not None}
+    if _worst(demands, capacity) > FULL:  # the colouring (if any) leaves a link over
+        links = sorted({link for d in demands for path in d.candidates for link in path})
+        caps = {link: capacity(link) for link in links}
+        paths = place(demands, caps, search_budget=SEARCH_BUDGET).paths
     old = {j.spec.name: dict(j.paths) for j in placed}
     by_name = {j.spec.name: j for j in placed}
     old_candidates = {j.spec.name: dict(j.candidates) for j in placed}
     known = {d.key: d.candidates for d in demands}
-    for key, path in result.paths.items():
+    for key, path in paths.items():
         name, pair = cast(tuple[str, Pair], key)
         by_name[name].paths[pair] = path
         by_name[name].candidates[pair] = known[key]
@@ -93,7 +100,7 @@ def _from_colouring(demands: list[Demand], far: Far) -> list[Demand]:
     """The demands, each starting from its path in the Clos edge colouring (added to its
     candidates if it was not among them); as they were on a fabric that is no Clos."""
     ends = [(d, _leaves(d.candidates[0], far)) for d in demands if d.candidates]
-    flows = [Flow(d.key, src, dst) for d, (src, dst) in ends if src is not None]
+    flows = [Flow(d.key, src, dst, d.current) for d, (src, dst) in ends if src is not None]
     start = clos_paths(flows, far)
     if not start:
         return demands
@@ -114,3 +121,14 @@ def _leaves(path: Path, far: Far) -> tuple[int | None, int]:
         return None, 0
     last = path[-1]
     return path[0][0], far(last[0])[last[1]]
+
+
+def _worst(demands: list[Demand], capacity: Callable[[Link], float]) -> float:
+    """The busiest link's utilisation with every demand on its current path."""
+    load: dict[Link, float] = {}
+    for d in demands:
+        for link in d.current or ():
+            load[link] = load.get(link, 0.0) + d.rate
+    return max(
+        (rate / capacity(link) for link, rate in load.items() if capacity(link) > 0), default=0.0
+    )

@@ -77,3 +77,35 @@ def test_a_fabric_whose_leaves_link_to_each_other_is_no_clos() -> None:
     g = dragonfly(a=4, p=1, h=1, g=5)
     _, _, paths = routed(g, seed=1)
     assert paths is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(edges_strategy)
+def test_a_proper_colouring_preferred_comes_back_as_it_was(edges: list[tuple[int, int]]) -> None:
+    """So a routing whose flows are all still there moves none of them."""
+    degree = Counter([("l", u) for u, _ in edges] + [("r", v) for _, v in edges])
+    colours = max(degree.values(), default=1)
+    first = colour_edges(edges, colours)
+    assert colour_edges(edges, colours, first) == first
+
+
+def test_a_new_ring_moves_few_of_the_flows_already_routed() -> None:
+    """Seven 16-rank rings routed, an eighth added: at least half of the 112 keep their
+    paths (40 moved when measured)."""
+    topo = learned_topology(fat_tree(8))
+    hosts = sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port))
+    random.Random(2).shuffle(hosts)
+    routes = compute_routes(topo.graph(), sorted({h.dpid for h in hosts}))
+    rings = [hosts[i : i + 16] for i in range(0, 128, 16)]
+    flows = [
+        Flow((n, a.mac), a.dpid, b.dpid)
+        for n, ring in enumerate(rings)
+        for a, b in zip(ring, ring[1:] + ring[:1], strict=True)
+    ]
+    seven = clos_paths(flows[:112], routes.peer().of)
+    assert seven is not None
+    kept = [Flow(f.key, f.src, f.dst, seven.get(f.key)) for f in flows]
+    eight = clos_paths(kept, routes.peer().of)
+    assert eight is not None and per_link(eight) == 1
+    moved = sum(1 for key, path in seven.items() if eight[key] != path)
+    assert moved <= 56, moved  # half; routed afresh, 71 of them moved
