@@ -49,24 +49,34 @@ def job_links(job: JobState, access: Callable[[str], Link | None]) -> set[Link]:
 
 
 def health(
-    job: JobState,
-    others: Iterable[JobState],
+    jobs: Iterable[JobState],
     access: Callable[[str], Link | None],
     utilization: Callable[[Link], float],
     pinned: Iterable[Path],
-) -> JobHealth:
-    rates = list(rank_rates(job).values())
-    busbw = statistics.median(rates) if rates else 0.0
-    links = job_links(job, access)
-    if not links:
-        return JobHealth(busbw, None, 0.0, (), 0)
-    worst = max(sorted(links), key=utilization)
-    sharing = tuple(
-        sorted(
-            o.spec.name
-            for o in others
-            if o.spec.name != job.spec.name and worst in job_links(o, access)
-        )
-    )
-    flows = sum(1 for path in pinned if worst in path)
-    return JobHealth(busbw, worst, utilization(worst), sharing, flows)
+) -> dict[str, JobHealth]:
+    """Every job's health at once: each job's links are gathered once and the pinned
+    flows scanned once, so a scrape costs the jobs' pairs plus the flows, not their
+    product (one job's health beside every other's, per job, grew as jobs squared)."""
+    jobs = list(jobs)
+    links = {j.spec.name: job_links(j, access) for j in jobs}
+    on_link: dict[Link, list[str]] = {}
+    for name, mine in links.items():
+        for link in mine:
+            on_link.setdefault(link, []).append(name)
+    worst = {n: max(sorted(mine), key=utilization) for n, mine in links.items() if mine}
+    flows = dict.fromkeys(worst.values(), 0)
+    for path in pinned:
+        for link in set(path) & flows.keys():
+            flows[link] += 1
+    out = {}
+    for j in jobs:
+        name = j.spec.name
+        rates = list(rank_rates(j).values())
+        busbw = statistics.median(rates) if rates else 0.0
+        limit = worst.get(name)
+        if limit is None:
+            out[name] = JobHealth(busbw, None, 0.0, (), 0)
+            continue
+        sharing = tuple(sorted(n for n in on_link[limit] if n != name))
+        out[name] = JobHealth(busbw, limit, utilization(limit), sharing, flows[limit])
+    return out

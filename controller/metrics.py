@@ -439,8 +439,9 @@ class FabricCollector(Collector):
             self._family("loom_job_limiting_link_utilization_ratio"),
             self._family("loom_job_limiting_link_sharers"),
         )
+        every = self.view.jobs_health()
         for job in jobs:
-            h = self.view.job_health(job.spec.name)
+            h = every[job.spec.name]
             who = [job.spec.name, job.spec.tenant]
             busbw.add_metric(who, h.busbw_bps)
             if h.limiting_link is not None:

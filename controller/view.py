@@ -8,7 +8,7 @@ anything, so the core's internals can change without touching its readers.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -160,6 +160,10 @@ class FabricView:
         return body
 
     def job_health(self, name: str) -> JobHealth:
+        return self.jobs_health([name])[name]
+
+    def jobs_health(self, names: Iterable[str] | None = None) -> dict[str, JobHealth]:
+        """Health of the named jobs (all by default), computed together (one pass)."""
         topo, jobs = self._f.topo, self._f.jobs.jobs
 
         def access(ip: str) -> PortRef | None:
@@ -170,7 +174,8 @@ class FabricView:
             capacity = self._f.capacity(ref)
             return self._f.telemetry.tx_bps(ref) / capacity if capacity > 0 else 0.0
 
-        return health(jobs[name], jobs.values(), access, utilization, self._f.te.paths.values())
+        every = health(jobs.values(), access, utilization, self._f.te.paths.values())
+        return every if names is None else {n: every[n] for n in names}
 
     @property
     def events(self) -> Mapping[str, int]:
