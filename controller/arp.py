@@ -76,8 +76,12 @@ def announce(
 ) -> Messages:
     """Tell every peer of a host moved to another tenant its new Loom address (the address
     carries the tenant): peers would otherwise keep the old one until their ARP entry runs
-    out, tens of seconds in which nothing reaches the host. An unsolicited reply updates an
-    entry a peer holds and creates none. At most ``limit`` frames, moved hosts in order."""
+    out, tens of seconds in which nothing reaches the host. Each is a gratuitous reply (the
+    moved host's address as both sender and target), sent to one peer: it updates an entry
+    the peer holds and creates none. Gratuitous, because Linux ignores a new address in an
+    ordinary reply within ``locktime`` (1 s) of the entry's last update, and a peer that
+    just spoke with the host keeps the old one (seen in emulation, one run in three).
+    At most ``limit`` frames, moved hosts in order."""
     out: Messages = {}
     sent = 0
     for host in moved:
@@ -88,8 +92,9 @@ def announce(
             if sent >= limit:
                 return out
             if peer.mac != host.mac and peer.ip and peer.tenant == host.tenant:
-                dpid, msg = reply_to(peer, host, address)
-                out.setdefault(dpid, []).append(msg)
+                frame = ArpFrame(ARP_REPLY, address, peer.mac, address, host.ip, peer.mac, host.ip)
+                msg = PacketOut(OFPP_CONTROLLER, (Output(peer.port),), frame)
+                out.setdefault(peer.dpid, []).append(msg)
                 sent += 1
     return out
 
