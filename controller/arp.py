@@ -77,7 +77,9 @@ def announce(
     """Tell every peer of a host moved to another tenant its new Loom address (the address
     carries the tenant): peers would otherwise keep the old one until their ARP entry runs
     out, tens of seconds in which nothing reaches the host. Each is a gratuitous reply (the
-    moved host's address as both sender and target), sent to one peer: it updates an entry
+    moved host's IP and address as both sender and target: Linux takes a reply as
+    gratuitous only when the target hardware address equals the sender's too), sent to
+    one peer: it updates an entry
     the peer holds and creates none. Gratuitous, because Linux ignores a new address in an
     ordinary reply within ``locktime`` (1 s) of the entry's last update, and a peer that
     just spoke with the host keeps the old one (seen in emulation, one run in three).
@@ -92,7 +94,7 @@ def announce(
             if sent >= limit:
                 return out
             if peer.mac != host.mac and peer.ip and peer.tenant == host.tenant:
-                frame = ArpFrame(ARP_REPLY, address, peer.mac, address, host.ip, peer.mac, host.ip)
+                frame = ArpFrame(ARP_REPLY, address, peer.mac, address, host.ip, address, host.ip)
                 msg = PacketOut(OFPP_CONTROLLER, (Output(peer.port),), frame)
                 out.setdefault(peer.dpid, []).append(msg)
                 sent += 1
