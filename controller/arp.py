@@ -76,14 +76,12 @@ def announce(
 ) -> Messages:
     """Tell every peer of a host moved to another tenant its new Loom address (the address
     carries the tenant): peers would otherwise keep the old one until their ARP entry runs
-    out, tens of seconds in which nothing reaches the host. Each is a gratuitous reply (the
-    moved host's IP and address as both sender and target: Linux takes a reply as
-    gratuitous only when the target hardware address equals the sender's too), sent to
-    one peer: it updates an entry
-    the peer holds and creates none. Gratuitous, because Linux ignores a new address in an
-    ordinary reply within ``locktime`` (1 s) of the entry's last update, and a peer that
-    just spoke with the host keeps the old one (seen in emulation, one run in three).
-    At most ``limit`` frames, moved hosts in order."""
+    out, tens of seconds in which nothing reaches the host. Each frame goes to one peer and
+    updates an entry it holds (it creates none). It is a gratuitous reply, the moved host's
+    IP and new address as both sender and target (Linux counts a reply as gratuitous only
+    if the target hardware address is the sender's too): an ordinary reply is ignored
+    within ``locktime`` (1 s) of the entry's last update, so a peer that had just spoken
+    with the host kept the old address. At most ``limit`` frames, moved hosts in order."""
     out: Messages = {}
     sent = 0
     for host in moved:
