@@ -57,6 +57,7 @@ class JobState:
     sending: dict[Pair, float] = field(default_factory=dict)  # bit/s in the last interval
     source: str = "api"  # or "policy": declared in the policy file, managed by reloads
     level: int = 0  # its collective queue, by priority (controller.priorities)
+    claim: float = 1.0  # its weight over the heaviest booked job's: what its pairs weigh
     lease: float | None = None  # seconds a renewal buys; None: kept until deleted
     expires: float | None = None  # core clock
 
@@ -68,11 +69,14 @@ class JobState:
     def bytes(self) -> int:
         return sum(self.bytes_by_rule.values())
 
-    def link_load(self) -> dict[Link, float]:
+    def link_load(self, weighed: bool = True) -> dict[Link, float]:
+        """What the job's pairs put on each link: weighed by its ``claim`` (what placement
+        balances) or as the rates they would send at (what a link can carry)."""
+        scale = self.claim if weighed else 1.0
         load: dict[Link, float] = {}
         for pair, path in self.paths.items():
             for link in path:
-                load[link] = load.get(link, 0.0) + self.rates[pair]
+                load[link] = load.get(link, 0.0) + self.rates[pair] * scale
         return load
 
 
@@ -83,7 +87,9 @@ def place_job(
     capacity: Callable[[Link], float],
     load: Mapping[Link, float],
 ) -> None:
-    """Choose a path for every pair of ``job`` given the ``load`` of earlier jobs."""
+    """Choose a path for every pair of ``job`` given the ``load`` of earlier jobs. A pair
+    weighs its rate times the job's ``claim``: where pairs must share a link, those of a
+    heavier job get fewer neighbours, and TCP shares a link per connection."""
     hosts = {ip: topo.host_by_ip(ip) for ip in job.spec.hosts}
     job.missing = tuple(ip for ip, h in hosts.items() if h is None)
     job.paths, job.rates, job.candidates = {}, {}, {}
@@ -98,7 +104,7 @@ def place_job(
             rate = share * capacity((src.dpid, src.port))
             job.rates[(a, b)] = rate
             job.candidates[(a, b)] = cands
-            demands.append(Demand((a, b), rate, cands))
+            demands.append(Demand((a, b), rate * job.claim, cands))
     live = routes.peer()  # (only the links a candidate crosses are weighed: not 110,592)
     links = {link for d in demands for path in d.candidates for link in path if link in live}
     around = {link: load[link] for link in links if link in load}  # elsewhere: not weighed

@@ -116,6 +116,9 @@ class JobBook:
         wanted = set(names)
         load: dict[Link, float] = {}
         booked = sorted(self.jobs.values(), key=lambda j: (-j.spec.priority, j.order))
+        heaviest = max((j.spec.weight for j in booked), default=1)
+        for job in booked:
+            job.claim = job.spec.weight / heaviest
         for job in booked:
             if job.spec.name in wanted:
                 place_job(job, inputs.topo, inputs.routes, inputs.capacity, load)

@@ -30,6 +30,7 @@ from controller.qos import CLASSES
 from controller.vocabulary import DIRECTIONS, NAME_RE, PATTERNS
 
 MAX_PRIORITY = 1000
+MAX_WEIGHT = 100
 MAX_RANKS = 4096  # a ring: one pair per rank
 MAX_ALL_TO_ALL_RANKS = 256  # an all-to-all: n(n-1) pairs, 65,280 at this size
 Pair = tuple[str, str]  # (source IPv4, destination IPv4)
@@ -91,6 +92,7 @@ class Job(BaseModel):
     traffic_class: str = "collective"
     ring_direction: str = "forward"
     priority: Annotated[int, Field(ge=0, le=MAX_PRIORITY)] = 0
+    weight: Annotated[int, Field(ge=1, le=MAX_WEIGHT)] = 1
 
     @field_validator("pattern")
     @classmethod
@@ -139,6 +141,7 @@ class Job(BaseModel):
             self.traffic_class,
             self.ring_direction,
             self.priority,
+            self.weight,
         )
 
 
@@ -151,6 +154,7 @@ class JobSpec:
     traffic_class: str = "collective"
     ring_direction: str = "forward"  # forward: rank i -> i+1 (NCCL); backward: i -> i-1 (gloo)
     priority: int = 0  # higher: placed first, and a higher collective queue where there are more
+    weight: int = 1  # where jobs must share links, their pairs share them in this proportion
 
     @property
     def ident(self) -> int:
@@ -177,6 +181,7 @@ class JobSpec:
             "traffic_class": self.traffic_class,
             "ring_direction": self.ring_direction,
             "priority": self.priority,
+            "weight": self.weight,
         }
 
 

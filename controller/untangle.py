@@ -14,6 +14,12 @@ needed for delivery (the default routes under the pins are shortest paths), so a
 that meets a pin not yet in place, or one already gone, takes the default route to its
 destination.
 
+Whether a link is over capacity is judged on the rates pairs would send at. Where the
+fabric cannot give every pair a link of its own, the search weighs each pair by its job's
+``weight`` over the heaviest job's: a link of one pair of weight 2 balances a link of two
+pairs of weight 1, and as TCP shares a link per connection, the jobs' pairs then get
+shares in proportion to their weights. With equal weights, nothing changes.
+
 On a Clos fabric the search starts from an edge colouring (``controller.clos``), which
 routes the rings of many jobs (together a permutation) with one pair per link where a
 search over paths finds that only on small fabrics.
@@ -38,12 +44,15 @@ JOINT_MAX_DEMANDS = 4096
 SEARCH_BUDGET = 1_000_000  # paths the exact search weighs (~1.5 s of core time at most)
 
 
-def bottlenecks(jobs: Iterable[JobState], capacity: Callable[[Link], float]) -> dict[str, float]:
-    """Each job's worst link utilisation under the load of every job."""
+def bottlenecks(
+    jobs: Iterable[JobState], capacity: Callable[[Link], float], weighed: bool = True
+) -> dict[str, float]:
+    """Each job's worst link utilisation under the load of every job (pairs weighed by
+    their jobs' claims, or at the rates they would send at)."""
     jobs = list(jobs)
     load: dict[Link, float] = {}
     for job in jobs:
-        for link, rate in job.link_load().items():
+        for link, rate in job.link_load(weighed).items():
             load[link] = load.get(link, 0.0) + rate
 
     def util(link: Link) -> float:
@@ -60,9 +69,9 @@ def untangle(
     jobs whose paths changed (their rules must be rebuilt). ``far``: each switch's ports
     and the switches at their far ends, for the edge colouring."""
     placed = [j for j in jobs if j.placed]
-    before = bottlenecks(placed, capacity)
-    if max(before.values(), default=0.0) <= FULL:
+    if max(bottlenecks(placed, capacity, weighed=False).values(), default=0.0) <= FULL:
         return set()  # nothing over capacity: nothing to untangle (the usual case)
+    before = bottlenecks(placed, capacity)
     demands = [
         Demand((j.spec.name, pair), j.rates[pair], j.candidates[pair], current=path)
         for j in placed
@@ -77,7 +86,9 @@ def untangle(
     if _worst(demands, capacity) > FULL:  # the colouring (if any) leaves a link over
         links = sorted({link for d in demands for path in d.candidates for link in path})
         caps = {link: capacity(link) for link in links}
-        paths = place(demands, caps, search_budget=SEARCH_BUDGET).paths
+        claim = {j.spec.name: j.claim for j in placed}
+        weighed = [replace(d, rate=d.rate * claim[_job(d)]) for d in demands]
+        paths = place(weighed, caps, search_budget=SEARCH_BUDGET).paths
     old = {j.spec.name: dict(j.paths) for j in placed}
     by_name = {j.spec.name: j for j in placed}
     old_candidates = {j.spec.name: dict(j.candidates) for j in placed}
@@ -94,6 +105,10 @@ def untangle(
     for j in placed:
         j.max_utilization = after[j.spec.name]
     return {j.spec.name for j in placed if j.paths != old[j.spec.name]}
+
+
+def _job(d: Demand) -> str:
+    return cast(tuple[str, Pair], d.key)[0]
 
 
 def _from_colouring(demands: list[Demand], far: Far) -> list[Demand]:

@@ -149,6 +149,8 @@ class Launch:
                 "pattern": o.pattern,
                 "ring_direction": o.ring_direction,
                 "traffic_class": "collective",
+                "priority": o.priority,
+                "weight": o.weight,
                 "lease_seconds": o.lease,
             }
         )

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from controller.launcher.client import LoomClient, LoomError, add_api_options, client_from
-from controller.launcher.options import MAX_LEASE, parse_hosts
+from controller.launcher.options import MAX_LEASE, add_share_options, parse_hosts
 
 LOOM_FAILED = 3
 
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     register.add_argument(
         "--ring-direction", choices=("forward", "backward", "both"), default="forward"
     )
+    add_share_options(register)
     lease = register.add_mutually_exclusive_group()
     lease.add_argument(
         "--lease",
@@ -98,6 +99,8 @@ def register(client: LoomClient, args: argparse.Namespace, hosts: list[str]) -> 
         "pattern": args.pattern,
         "ring_direction": args.ring_direction,
         "traffic_class": "collective",
+        "priority": args.priority,
+        "weight": args.weight,
     }
     if args.lease is not None:
         body["lease_seconds"] = args.lease

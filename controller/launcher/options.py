@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
+from controller.jobspec import MAX_PRIORITY, MAX_WEIGHT
 from controller.launcher.client import LoomClient, add_api_options, client_from
 
 DEFAULT_RDZV_PORT = 29500  # torchrun's default master port
@@ -23,6 +24,8 @@ class RunOptions:
     job: str | None  # None: node rank 0 names it
     pattern: str
     ring_direction: str
+    priority: int
+    weight: int
     lease: int
     nnodes: int
     node_rank: int
@@ -51,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_api_options(p)
     p.add_argument("--pattern", choices=("ring", "all_to_all"), default="ring")
     p.add_argument("--ring-direction", choices=("forward", "backward", "both"), default="forward")
+    add_share_options(p)
     p.add_argument(
         "--lease",
         type=int,
@@ -100,6 +104,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_share_options(parser: argparse.ArgumentParser) -> None:
+    """``--priority`` and ``--weight``: how the job fares against others (the API's keys)."""
+    parser.add_argument(
+        "--priority",
+        type=_ranged("--priority", 0, MAX_PRIORITY),
+        default=0,
+        help=f"0-{MAX_PRIORITY}: placed first, a higher collective queue (default 0)",
+    )
+    parser.add_argument(
+        "--weight",
+        type=_ranged("--weight", 1, MAX_WEIGHT),
+        default=1,
+        help=f"1-{MAX_WEIGHT}: its share of the links jobs must share (default 1)",
+    )
+
+
+def _ranged(flag: str, low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number {low}-{high}, got {text!r}")
+        return value
+
+    parse.__name__ = flag  # argparse names the type in its message
+    return parse
+
+
 def parse_run(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[RunOptions, LoomClient]:
     """The options and the API client; a usage error exits 2 with its reason."""
     parser = build_parser()
@@ -146,6 +180,8 @@ def parse_run(argv: Sequence[str], environ: Mapping[str, str]) -> tuple[RunOptio
         job=job,
         pattern=args.pattern,
         ring_direction=args.ring_direction,
+        priority=args.priority,
+        weight=args.weight,
         lease=args.lease,
         nnodes=nnodes,
         node_rank=node_rank,

@@ -39,10 +39,12 @@ def test_register_renew_delete_as_a_prolog_and_epilog_would(
     advised = loom.handle("GET", "/loom/v1/order", {"hosts": ",".join(hosts)}).body["hosts"]
     assert advised != hosts
     args = ["--tenant", "t", "--job", "slurm-7", "--hosts", ",".join(hosts), "--order"]
-    status, out, _ = loom_job(capsys, "register", *args, "--lease", "5")
+    shares = ["--priority", "4", "--weight", "2"]
+    status, out, _ = loom_job(capsys, "register", *args, *shares, "--lease", "5")
     assert status == 0 and out.strip().endswith(f"rank order {','.join(advised)}"), out
     job = loom.job("slurm-7")
     assert job is not None and job["hosts"] == advised and job["lease_seconds"] == 5
+    assert (job["priority"], job["weight"]) == (4, 2)
     assert job["status"] == "active"
     for _ in range(3):  # 12 s on a 5 s lease, renewed every 4 s: kept
         loom.advance(4.0)
@@ -126,6 +128,8 @@ def test_loom_unreachable_exits_3(
         "register --tenant t --hosts 10.0.0.2,10.0.0.3",  # no --job
         "register --tenant t --job j --hosts 10.0.0.2,nope",
         "register --tenant t --job j --hosts 10.0.0.2,10.0.0.3 --lease 5 --no-lease",
+        "register --tenant t --job j --hosts 10.0.0.2,10.0.0.3 --weight 0",
+        "register --tenant t --job j --hosts 10.0.0.2,10.0.0.3 --priority 1001",
         "order",
         "resize --job j",
     ],

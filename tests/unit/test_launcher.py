@@ -243,6 +243,8 @@ def test_torchrun_variables_then_flags_win(tmp_path: Path) -> None:
         (["--hosts", "10.0.0.2,10.0.0.3", "--node-rank", "1"], "needs --job"),
         (["--address", "host1"], "'host1' is not an IPv4 address"),
         (["--lease", "0"], "--lease: expected 1 to 86400"),
+        (["--weight", "101"], "--weight: expected a whole number 1-100, got '101'"),
+        (["--priority", "high"], "--priority: expected a whole number 0-1000"),
         (["--token-file", "/nonexistent/token"], "--token-file"),
     ],
 )
@@ -315,12 +317,14 @@ def test_job_is_active_while_the_command_runs_and_gone_after(
     token, out = tmp_path / "token", tmp_path / "seen.json"
     token.write_text(TOKEN)
     options = f"--tenant research --job llm --hosts {','.join(hosts)} --node-rank 0 --lease 2"
+    options += " --weight 3"
     run = loom_run(f"{options} --token-file {token}", loom.url, out, hold=3.0, code=5)
     _, err = run.communicate(timeout=20)
     assert run.returncode == 5, err
     seen = seen_by(out)
     assert seen["at_start"]["status"] == "active", seen
     assert seen["at_start"]["hosts"] == advised and seen["at_start"]["lease_seconds"] == 2
+    assert (seen["at_start"]["priority"], seen["at_start"]["weight"]) == (0, 3)
     assert seen["at_end"]["status"] == "active", seen  # 3 s on a 2 s lease: renewed
     assert ("POST", "/loom/v1/jobs/llm/renew", 200) in loom.requests
     rank = advised.index(hosts[0])  # node rank 0 is hosts[0], wherever Loom ranks it
