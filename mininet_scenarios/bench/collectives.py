@@ -4,7 +4,7 @@ k=4 fat-tree.
     python -m mininet_scenarios.bench.collectives [--rate 10] [--mib 16] [--iters 3]
         [--warmup 1] [--seeds 1] [--out results/collectives] [--quick] [--mtu 9000]
         [--scenarios allreduce,protection,alltoall,allgather,reducescatter]
-        [--modes ecmp,no-qos,loom]
+        [--modes one-switch,ecmp,no-qos,loom]
         [--bulk-share 0.05] [--queue-bytes 270420] [--bulk-frames standard,jumbo]
 
 Every port (switch and host side) carries the DSCP queue classes of
@@ -16,6 +16,9 @@ network started once and used for all of its runs:
   paths, marked DSCP 26 at the ingress, counted per job).
 * ``no-qos``: ``LOOM_QOS=off``, the job registered (placed) but not marked: isolates what the
   DSCP priority queues add under background load.
+* ``one-switch``: the same 16 hosts (names, MACs, IPs, link rate, classes) on one switch,
+  no fabric: the all-to-all's reference. What the hosts' TCP gets there, no fabric and no
+  controller can beat.
 
 Scenarios (each seed gives one random rank order, used by every mode):
 
@@ -26,7 +29,8 @@ Scenarios (each seed gives one random rank order, used by every mode):
   to the host at the same position in the next pod (every host uplink and downlink and the
   core carry bulk traffic), ``no-qos`` vs ``loom`` (figure: busbw with background / busbw
   idle in the same mode, target ``loom`` >= 0.90).
-* ``alltoall``: 16-rank all-to-all, ``ecmp`` vs ``loom``.
+* ``alltoall``: 16-rank all-to-all, ``ecmp`` vs ``loom``, and ``one-switch`` (figures:
+  busbw / link, and busbw / one switch's on the same rank order).
 * ``allgather``: 16-rank ring all-gather, random order, ``ecmp`` vs ``loom`` (figure:
   busbw / link, busbw = algbw (n-1)/n); gloo's ring sends to rank+1, so Loom is told
   ``forward`` (:data:`~mininet_scenarios.workloads.collectives.runner.LOOM_PATTERN`; each
@@ -87,7 +91,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mininet_scenarios.bench.collectives_report import MODE_ORDER, TARGETS, figures, plot, table
+from mininet_scenarios.bench.collectives_report import (
+    MODE_ORDER,
+    ONE_SWITCH,
+    TARGETS,
+    figures,
+    plot,
+    table,
+)
+from mininet_scenarios.bench.patterns import nonblocking_graph
 from mininet_scenarios.harness.processes import REPO_ROOT
 from mininet_scenarios.harness.shaping import DEFAULT_CLASSES, QueueClass
 from mininet_scenarios.workloads.collectives.background import cross_pod_background
@@ -118,6 +130,7 @@ STANDARD_MSS = 1448
 SCENARIOS = ("allreduce", "protection", "alltoall", "allgather", "reducescatter")
 RING_SCENARIOS = {"allgather": "all_gather", "reducescatter": "reduce_scatter"}
 MODE_ENV = {
+    "one-switch": {"LOOM_TE": "off"},  # the hosts on one switch: no fabric to engineer
     "ecmp": {"LOOM_TE": "off"},
     "unregistered": {},  # Loom as it is, the job never registered: traffic engineering alone
     "no-qos": {"LOOM_QOS": "off"},
@@ -162,7 +175,7 @@ def plan(
     scenario once per size of the bulk flows' frames."""
     runs: list[Run] = []
     for mode in MODE_ORDER:
-        reg = mode not in ("ecmp", "unregistered")
+        reg = mode not in ("one-switch", "ecmp", "unregistered")
         for seed in range(1, seeds + 1):
             if mode in ("ecmp", "unregistered", "loom") and "allreduce" in scenarios:
                 runs.append(Run(mode, "allreduce", "all_reduce", "random", seed, False, reg))
@@ -173,7 +186,7 @@ def plan(
                     runs.append(
                         Run(mode, "protection", "all_reduce", "random", seed, True, reg, frames)
                     )
-            if mode in ("ecmp", "loom") and "alltoall" in scenarios:
+            if mode in ("one-switch", "ecmp", "loom") and "alltoall" in scenarios:
                 runs.append(Run(mode, "alltoall", "all_to_all", "random", seed, False, reg))
             for scen, op in RING_SCENARIOS.items():
                 if mode in ("ecmp", "loom") and scen in scenarios:
@@ -310,6 +323,8 @@ def run_mode(
 
     graph = fat_tree(4, rate_mbps=args.rate)
     hosts = host_list(graph)
+    if mode == ONE_SWITCH:
+        graph = nonblocking_graph(graph)
     told = {"LOOM_LINK_CAPACITY_MBPS": f"{args.rate:g}", "LOOM_POLL_INTERVAL": "0.5"}
     env = {**({} if args.plain else told), **MODE_ENV[mode]}
     run_dir = args.out / "runs" / mode

@@ -18,14 +18,23 @@ from mininet_scenarios.workloads.collectives.model import tcp_ceiling
 # has none: gloo sends all-reduce's bytes for it (see .collectives), so busbw / link by the
 # nccl-tests convention stays under about 0.5 on any fabric.
 TARGETS = {"allreduce-random": 0.95, "protection": 0.90, "alltoall": 0.90, "allgather": 0.90}
-MODE_ORDER = ("ecmp", "unregistered", "no-qos", "loom")  # unregistered: Loom, job not told
-MODE_COLORS = {"ecmp": "#9e9e9e", "unregistered": "#7fb3d5", "no-qos": "#f0a04b", "loom": "#2b6cb0"}
+# unregistered: Loom, job not told; one-switch: the same hosts on one switch, no fabric
+MODE_ORDER = ("one-switch", "ecmp", "unregistered", "no-qos", "loom")
+MODE_COLORS = {
+    "one-switch": "#48bb78",
+    "ecmp": "#9e9e9e",
+    "unregistered": "#7fb3d5",
+    "no-qos": "#f0a04b",
+    "loom": "#2b6cb0",
+}
+ONE_SWITCH = "one-switch"
 FIGURES = (
     "allreduce-random",
     "allreduce-topology",
     "protection",
     "protection-jumbo",
     "alltoall",
+    "alltoall-vs-one-switch",
     "allgather",
     "reducescatter",
 )
@@ -42,7 +51,9 @@ def figures(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]
       ``reducescatter``: busbw / link rate;
     * ``protection`` / ``protection-jumbo``: busbw with background (bulk in standard /
       jumbo frames; runs saved without ``bulk_frames`` had jumbo ones) / busbw idle, same
-      mode and seed.
+      mode and seed;
+    * ``alltoall-vs-one-switch``: all-to-all busbw / the same rank order's on one switch
+      (the hosts' own ceiling: no fabric can beat it).
     """
     ok = [r for r in runs if r.get("busbw_over_link") is not None]
 
@@ -73,6 +84,11 @@ def figures(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]
                     ratios.append(bg["busbw_mbps"] / idle[-1]["busbw_mbps"])
             if ratios:
                 out.setdefault(name, {})[mode] = _median(ratios)
+    alone = out.get("alltoall", {}).get(ONE_SWITCH)
+    if alone:
+        out["alltoall-vs-one-switch"] = {
+            m: v / alone for m, v in out["alltoall"].items() if v is not None and m != ONE_SWITCH
+        }
     return out
 
 
@@ -87,6 +103,7 @@ def table(doc: dict[str, Any]) -> str:
         "protection": "busbw bulk-loaded / idle",
         "protection-jumbo": "same, bulk in jumbo frames",
         "alltoall": "busbw/link, random order",
+        "alltoall-vs-one-switch": "busbw / one switch's",
         "allgather": "busbw/link, random order",
         "reducescatter": "busbw/link (gloo: 2x bytes)",
     }
@@ -139,6 +156,7 @@ def plot(doc: dict[str, Any], out: Path) -> Path | None:
         "protection": "all-reduce\nwith bulk / idle",
         "protection-jumbo": "all-reduce with\njumbo bulk / idle",
         "alltoall": "all-to-all\nbusbw / link",
+        "alltoall-vs-one-switch": "all-to-all\nbusbw / on\none switch",
         "allgather": "all-gather\nbusbw / link",
         "reducescatter": "reduce-scatter\nbusbw / link\n(gloo: all-reduce)",
     }

@@ -27,9 +27,15 @@ def test_the_plan_runs_the_same_orders_in_the_modes_it_compares() -> None:
             f"loom/all_reduce/random{seed}+bulk-jumbo",
         } <= keys
         assert f"no-qos/all_reduce/random{seed}" in keys  # no-qos's own idle run
-        assert {f"ecmp/all_to_all/random{seed}", f"loom/all_to_all/random{seed}"} <= keys
-    assert not any(r.register for r in runs if r.mode in ("ecmp", "unregistered"))
-    assert all(r.register for r in runs if r.mode not in ("ecmp", "unregistered"))
+        assert {
+            f"one-switch/all_to_all/random{seed}",
+            f"ecmp/all_to_all/random{seed}",
+            f"loom/all_to_all/random{seed}",
+        } <= keys
+    unregistered = ("one-switch", "ecmp", "unregistered")
+    assert not any(r.register for r in runs if r.mode in unregistered)
+    assert all(r.register for r in runs if r.mode not in unregistered)
+    assert {r.op for r in runs if r.mode == "one-switch"} == {"all_to_all"}
     assert len(keys) == len(runs)
 
 
@@ -66,7 +72,17 @@ def test_figures_divide_background_by_idle_of_the_same_mode_and_seed() -> None:
     assert figs["protection"] == pytest.approx({"loom": 0.9, "no-qos": 0.5})
     assert figs["protection-jumbo"] == pytest.approx({"loom": 0.8, "no-qos": 0.4})
     assert figs["alltoall"] == {"loom": 0.7}
+    assert "alltoall-vs-one-switch" not in figs  # no one-switch run: no reference
     assert figs["allreduce-topology"] == {"loom": pytest.approx(0.93)}
+
+
+def test_the_all_to_all_is_also_divided_by_the_same_order_on_one_switch() -> None:
+    def run(mode: str, busbw: float) -> dict[str, Any]:
+        return {"mode": mode, "op": "all_to_all", "seed": 1, "busbw_over_link": busbw}
+
+    figs = figures([run("one-switch", 0.6), run("ecmp", 0.54), run("loom", 0.66)])
+    assert figs["alltoall"] == {"one-switch": 0.6, "ecmp": 0.54, "loom": 0.66}
+    assert figs["alltoall-vs-one-switch"] == pytest.approx({"ecmp": 0.9, "loom": 1.1})
 
 
 def test_expected_seconds_and_queue_classes() -> None:
