@@ -301,8 +301,48 @@ class _Loads:
         return max((self.util(link, rate) for link in path), default=0.0)
 
     def objective(self) -> tuple[float, float]:
-        utils = [self.util(link) for link in self.load]
-        return (round(max(utils, default=0.0), 9), round(sum(u * u for u in utils), 9))
+        return self.snapshot().objective
+
+    def snapshot(self) -> _Snapshot:
+        utils = {link: self.util(link) for link in self.load}
+        top = heapq.nlargest(_TOP_LINKS, ((u, link) for link, u in utils.items()))
+        return _Snapshot(utils, sum(u * u for u in utils.values()), top)
+
+    def moved(self, snap: _Snapshot, old: Path, new: Path, rate: float) -> tuple[float, float]:
+        """The objective were a flow of ``rate`` moved from ``old`` to ``new``, from the
+        ``snap`` of the loads as they are: only the links either path crosses change, so
+        a trial move costs its paths' length, not the fabric's links."""
+        delta: dict[Link, float] = {}
+        for link in old:
+            delta[link] = delta.get(link, 0.0) - rate
+        for link in new:
+            delta[link] = delta.get(link, 0.0) + rate
+        sumsq, peak = snap.sumsq, 0.0
+        for link, change in delta.items():
+            before, after = snap.utils.get(link, 0.0), self.util(link, change)
+            sumsq += after * after - before * before
+            peak = max(peak, after)
+        rest = next((u for u, link in snap.top if link not in delta), None)
+        if rest is None and len(snap.top) == _TOP_LINKS:  # every top link moved: look further
+            rest = max((u for link, u in snap.utils.items() if link not in delta), default=0.0)
+        return (round(max(peak, rest or 0.0), 9), round(sumsq, 9))
+
+
+_TOP_LINKS = 32  # more than a move's two paths can cross, so the busiest unmoved is among them
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """Every loaded link's utilisation, their sum of squares and the busiest few."""
+
+    utils: dict[Link, float]
+    sumsq: float
+    top: list[tuple[float, Link]]
+
+    @property
+    def objective(self) -> tuple[float, float]:
+        peak = self.top[0][0] if self.top else 0.0
+        return (round(max(peak, 0.0), 9), round(self.sumsq, 9))
 
 
 # The exact search recurses once per demand and scans every remaining demand at each
@@ -364,20 +404,30 @@ def _improve(
     """Move single flows while that lowers (max, sum of squares) by more than ``margin``:
     off the hottest link, or else off the next hottest ones over capacity (a link no flow
     can leave, such as a host's, must not stop the others from being relieved)."""
+    by_key = {d.key: d for d in items}
+    on_link: dict[Link, set[Hashable]] = {}  # the flows each link carries
+    for d in items:
+        for link in chosen[d.key]:
+            on_link.setdefault(link, set()).add(d.key)
     for _ in range(rounds):
-        base = loads.objective()
+        snap = loads.snapshot()
         hottest = heapq.nlargest(HOT_LINKS, loads.load, key=lambda link: (loads.util(link), link))
         over = [hot for i, hot in enumerate(hottest) if i == 0 or loads.util(hot) > 1.0]
         for hot in over:
-            found = _best_move(items, chosen, loads, hot, base, margin)
+            there = [by_key[k] for k in on_link.get(hot, ())]
+            found = _best_move(there, chosen, loads, snap, margin)
             if found is not None:
                 break
         else:
             return
         key, path = found
-        d = next(x for x in items if x.key == key)
+        d = by_key[key]
         loads.add(chosen[key], -d.rate)
         loads.add(path, d.rate)
+        for link in chosen[key]:
+            on_link[link].discard(key)
+        for link in path:
+            on_link.setdefault(link, set()).add(key)
         chosen[key] = path
 
 
@@ -385,32 +435,29 @@ HOT_LINKS = 8  # links over capacity, hottest first, whose flows a round tries t
 
 
 def _best_move(
-    items: list[Demand],
+    there: list[Demand],
     chosen: dict[Hashable, Path],
     loads: _Loads,
-    hot: Link,
-    base: tuple[float, float],
+    snap: _Snapshot,
     margin: float,
 ) -> tuple[Hashable, Path] | None:
-    """The single move of a flow off ``hot`` that lowers the objective most (by more
-    than ``margin``), ties broken by key and path."""
+    """The single move of one of the flows ``there`` (on a hot link) that lowers the
+    objective most (by more than ``margin``), ties broken by key and path, so the
+    flows' order does not matter."""
+    base = snap.objective
     best: tuple[tuple[float, float], Hashable, Path] | None = None
-    for d in items:
-        if not d.movable or hot not in chosen[d.key]:
+    for d in there:
+        if not d.movable:
             continue
-        loads.add(chosen[d.key], -d.rate)
         for path in d.candidates:
             if path == chosen[d.key]:
                 continue
-            loads.add(path, d.rate)
-            obj = loads.objective()
-            loads.add(path, -d.rate)
+            obj = loads.moved(snap, chosen[d.key], path, d.rate)
             if _better(obj, base, margin) and (
                 best is None
                 or (obj, _key_order(d.key), path) < (best[0], _key_order(best[1]), best[2])
             ):
                 best = (obj, d.key, path)
-        loads.add(chosen[d.key], d.rate)
     return None if best is None else (best[1], best[2])
 
 

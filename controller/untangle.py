@@ -37,10 +37,11 @@ from controller.jobspec import Pair
 from controller.placement import Demand, Link, Path, place
 
 FULL = 1.05  # a link within 5 % of its capacity is full, not over (measured, not exact)
-# Beyond this many pairs, jobs are placed one by one only: at k=32's 8,192 ring hops the
-# colouring itself takes 0.5 s, but each registration then costs 2.4 s of core time (the
-# one-by-one placement of a new job on a fabric the colouring filled), against 0.9 s.
-JOINT_MAX_DEMANDS = 4096
+# Beyond this many pairs, jobs are placed one by one only. At k=32, every host in a ring
+# (8,192 hops), a registration placed together costs up to 2.5 s of core time (colouring
+# 0.5 s, the rules of the jobs it moved), one by one 0.5 s at half the speed; k=48's
+# 27,648 would cost more than a registration should hold the core for.
+JOINT_MAX_DEMANDS = 8192
 SEARCH_BUDGET = 1_000_000  # paths the exact search weighs (~1.5 s of core time at most)
 
 
@@ -49,17 +50,16 @@ def bottlenecks(
 ) -> dict[str, float]:
     """Each job's worst link utilisation under the load of every job (pairs weighed by
     their jobs' claims, or at the rates they would send at)."""
-    jobs = list(jobs)
-    load: dict[Link, float] = {}
-    for job in jobs:
-        for link, rate in job.link_load(weighed).items():
-            load[link] = load.get(link, 0.0) + rate
-
-    def util(link: Link) -> float:
+    loads = {j.spec.name: j.link_load(weighed) for j in jobs}
+    total: dict[Link, float] = {}
+    for mine in loads.values():
+        for link, rate in mine.items():
+            total[link] = total.get(link, 0.0) + rate
+    util = {}  # each link once: capacities are looked up, not stored
+    for link, rate in total.items():
         cap = capacity(link)
-        return load[link] / cap if cap > 0 else 0.0
-
-    return {j.spec.name: max((util(link) for link in j.link_load()), default=0.0) for j in jobs}
+        util[link] = rate / cap if cap > 0 else 0.0
+    return {name: max((util[link] for link in mine), default=0.0) for name, mine in loads.items()}
 
 
 def untangle(

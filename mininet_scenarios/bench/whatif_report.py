@@ -55,6 +55,11 @@ def table(doc: dict[str, Any]) -> str:
         if "register_core_s" in r:
             lines.append(
                 f"{m}: {len(jobs)} jobs registered in {r['register_core_s']:.1f} s of core time"
+                + (
+                    f", the longest {r['register_core_max_s']:.2f} s"
+                    if "register_core_max_s" in r
+                    else ""
+                )
             )
     lines.append(
         f"bring-up: core {f['bringup_core_s']:.1f} s, wall {f['bringup_wall_s']:.1f} s;"

@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Hashable, Mapping
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.model import PortStats
@@ -14,6 +16,7 @@ from controller.placement import (
     Demand,
     Link,
     Path,
+    _Loads,
     estimate_demands,
     is_minimal,
     minimal_paths,
@@ -272,3 +275,25 @@ def test_walked_paths_are_distinct_equal_cost_paths_drawn_repeatably() -> None:
     firsts = {walked_paths(routes, src, dst, seed, 1)[0][0] for seed in range(64)}
     assert len(firsts) == 4  # every uplink of the edge switch, over seeds
     assert not is_minimal(routes, walked[0][1:], src, dst)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    loads=st.lists(st.floats(0.0, 30.0), min_size=1, max_size=40),
+    old=st.lists(st.integers(0, 39), max_size=5, unique=True),
+    new=st.lists(st.integers(0, 39), max_size=5, unique=True),
+    rate=st.floats(0.01, 10.0),
+)
+def test_a_trial_move_scores_as_the_move_itself(
+    loads: list[float], old: list[int], new: list[int], rate: float
+) -> None:
+    """The objective of a move weighed from a snapshot (its paths' links only) is the
+    objective after making it (every link recounted)."""
+    capacity = {(i, 1): 10.0 for i in range(40)}
+    state = _Loads(capacity, {(i, 1): x for i, x in enumerate(loads)})
+    old_path, new_path = tuple((i, 1) for i in old), tuple((i, 1) for i in new)
+    state.add(old_path, rate)
+    trial = state.moved(state.snapshot(), old_path, new_path, rate)
+    state.add(old_path, -rate)
+    state.add(new_path, rate)
+    assert trial == pytest.approx(state.objective(), abs=1e-8)
