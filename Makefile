@@ -176,6 +176,11 @@ bench-collectives: setup torch
 bench-collectives-jobs: setup torch
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.collectives_jobs $(ARGS)
 
+## Jobs that must share links, by weight (docs/benchmarks.md §2): iperf3 on every ring hop of
+## two jobs on a 2:1 oversubscribed leaf-spine, unregistered, equal weights, 3:1 (~4 min)
+bench-weights: setup
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.weights $(ARGS)
+
 ## Failover benchmark (docs/benchmarks.md §4 Failover): traffic gap at link cuts with fast
 ## failover on and off, controller reroute latency after PortStatus, controller restart
 ## and packet-in flood on a k=4 fat-tree; JSON + PNG into results/failover.
