@@ -95,7 +95,7 @@ def figures(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]
 def table(doc: dict[str, Any]) -> str:
     figs = figures(doc["runs"])
     lines = [
-        f"{'scenario':<22}{'figure':<30}" + "".join(f"{m:>14}" for m in MODE_ORDER) + "  target",
+        f"{'scenario':<24}{'figure':<30}" + "".join(f"{m:>14}" for m in MODE_ORDER) + "  target",
     ]
     what = {
         "allreduce-random": "busbw/link, random order",
@@ -115,7 +115,7 @@ def table(doc: dict[str, Any]) -> str:
             for m in MODE_ORDER
         )
         target = f"  loom >= {TARGETS[name]:.2f}" if name in TARGETS else ""
-        lines.append(f"{name:<22}{what[name]:<30}{cells}{target}")
+        lines.append(f"{name:<24}{what[name]:<30}{cells}{target}")
     lines.append("")
     lines.append(
         f"{'run':<40}{'busbw Mbit/s':>13}{'/link':>8}{'iter s':>16}{'cpu idle':>10}{'ovs wait':>10}"
