@@ -113,6 +113,11 @@ def test_the_shipped_example_is_valid() -> None:
             "hosts: [10.0.0.2, 10.0.0.9]",
             "p.yaml:15: jobs[0].hosts[1]: 10.0.0.9 is not an IP of tenant 'red'",
         ),
+        (
+            "tenant: red, hosts",
+            "tenant: red, weight: 0, hosts",
+            "p.yaml:15: jobs[0].weight: Input should be greater than or equal to 1 (got 0)",
+        ),
         ("version: 1", "version: 2", "p.yaml:1: version: Input should be 1"),
         (
             "  - name: blue",
