@@ -67,7 +67,7 @@ from controller.sources import (
     TenantAdmission,
 )
 from controller.sync import SwitchSync
-from controller.tenants import TenantView
+from controller.tenants import TenantView, readmit
 from controller.topology import Host, Topology
 
 if TYPE_CHECKING:
@@ -569,16 +569,7 @@ class Fabric:
         members and settings did not change keep every rule (a warm reload)."""
         self.tenants = TenantView.of(policy)
         self.limits = policy.hardware.limits() if policy else NO_LIMITS
-        moved = []
-        for host in list(self.topo.hosts.values()):
-            tenant = self.tenants.tenant_of(host.mac, host.ip, host.dpid, host.port)
-            if tenant is None:
-                del self.topo.hosts[host.mac]  # no longer admitted: its routes go too
-                self.topo.host_changed(host.dpid)
-            elif tenant != host.tenant:
-                self.topo.hosts[host.mac] = replace(host, tenant=tenant)
-                moved.append(self.topo.hosts[host.mac])
-                self.topo.host_changed(host.dpid)
+        moved = readmit(self.topo, self.tenants)
         self.jobs.declare({j.name: j.spec() for j in policy.jobs} if policy else {})
         self.events["policy_applied"] += 1
         return merge(self._replan_all(now), announce(self.topo, moved, self.address_of))

@@ -13,7 +13,7 @@ Without a policy the fabric is open: everyone is tenant 0 and ADMIT passes all.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from controller.addressing import of_tenant
@@ -29,7 +29,7 @@ from controller.model import (
     Table,
     make_cookie,
 )
-from controller.topology import Host
+from controller.topology import Host, Topology
 
 if TYPE_CHECKING:
     from controller.policy.schema import HostEntry, Policy
@@ -117,6 +117,23 @@ class TenantView:
             if t.name == tenant:
                 return set(t.traffic_classes)
         return {"bulk"}
+
+
+def readmit(topo: Topology, view: TenantView) -> list[Host]:
+    """Every learned host under a new policy: those no tenant admits are forgotten (their
+    routes go with them), those whose tenant changed are re-labelled; the moved ones,
+    whose peers must learn their new addresses."""
+    moved = []
+    for host in list(topo.hosts.values()):
+        tenant = view.tenant_of(host.mac, host.ip, host.dpid, host.port)
+        if tenant is None:
+            del topo.hosts[host.mac]
+            topo.host_changed(host.dpid)
+        elif tenant != host.tenant:
+            topo.hosts[host.mac] = replace(host, tenant=tenant)
+            moved.append(topo.hosts[host.mac])
+            topo.host_changed(host.dpid)
+    return moved
 
 
 def admit_plan(view: TenantView, tenant: str, hosts: list[Host]) -> dict[int, SwitchRules]:
