@@ -17,9 +17,12 @@ no more than a bad file to the controller:
 (``Arrivals``) through a quiet period first, which does what the write period does (the
 same isolation pings, health polling, a 1 s wait where a write and its rejection would
 be) except write. The write period's largest gap must stay below max(2 x the quiet
-period's, 50 ms): twice the jitter the flow shows without any writes (a TCP flow filling
+period's, 100 ms): twice the jitter the flow shows without any writes (a TCP flow filling
 its 10 Mbit/s link has gaps of a few ms from loss recovery), with a floor so that a very
-smooth quiet period does not make the bound absurd. The quiet period lasts 20 s, not as
+smooth quiet period does not make the bound absurd. The floor stays under Linux's least
+retransmission timeout (200 ms), so a write that cost the flow a packet it had to time
+out on still fails; a busy 2-core machine showed a 65 ms gap with no rule changed
+(quiet period: 22 ms). The quiet period lasts 20 s, not as
 long as the write period (~2.5 s a file): a shorter window can only show a smaller
 largest gap, so this errs on the strict side, and keeps the module under 3 minutes.
 
@@ -73,7 +76,7 @@ pytestmark = pytest.mark.emulation
 CORPUS = Path(os.environ.get("LOOM_POLICY_CORPUS", REPO_ROOT / "tests/fuzz/corpus/policy"))
 REJECT_TIMEOUT_S = 10.0  # the watcher looks every 1 s
 HEALTH_BOUND_MS = 100.0
-GAP_FLOOR_MS = 50.0
+GAP_FLOOR_MS = 100.0
 QUIET_S = 20.0
 FLOW_PORT = 5302
 CROSS = (2, 13)  # red -> green, across the core: must fail
