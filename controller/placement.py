@@ -328,7 +328,9 @@ class _Loads:
         return (round(max(peak, rest or 0.0), 9), round(sumsq, 9))
 
 
-_TOP_LINKS = 32  # more than a move's two paths can cross, so the busiest unmoved is among them
+# More than a move's two paths can cross, so the busiest unmoved link is among them; and
+# at least the HOT_LINKS a round of local moves tries to relieve.
+_TOP_LINKS = 32
 
 
 @dataclass(frozen=True)
@@ -341,8 +343,7 @@ class _Snapshot:
 
     @property
     def objective(self) -> tuple[float, float]:
-        peak = self.top[0][0] if self.top else 0.0
-        return (round(max(peak, 0.0), 9), round(self.sumsq, 9))
+        return (round(self.top[0][0] if self.top else 0.0, 9), round(self.sumsq, 9))
 
 
 # The exact search recurses once per demand and scans every remaining demand at each
@@ -411,8 +412,8 @@ def _improve(
             on_link.setdefault(link, set()).add(d.key)
     for _ in range(rounds):
         snap = loads.snapshot()
-        hottest = heapq.nlargest(HOT_LINKS, loads.load, key=lambda link: (loads.util(link), link))
-        over = [hot for i, hot in enumerate(hottest) if i == 0 or loads.util(hot) > 1.0]
+        hottest = snap.top[:HOT_LINKS]  # (utilisation, link), busiest first
+        over = [hot for i, (util, hot) in enumerate(hottest) if i == 0 or util > 1.0]
         for hot in over:
             there = [by_key[k] for k in on_link.get(hot, ())]
             found = _best_move(there, chosen, loads, snap, margin)

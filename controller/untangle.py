@@ -55,7 +55,7 @@ def bottlenecks(
     for mine in loads.values():
         for link, rate in mine.items():
             total[link] = total.get(link, 0.0) + rate
-    util = {}  # each link once: capacities are looked up, not stored
+    util = {}  # each link's once (a capacity lookup is not free)
     for link, rate in total.items():
         cap = capacity(link)
         util[link] = rate / cap if cap > 0 else 0.0
