@@ -17,8 +17,9 @@ network started once and used for all of its runs:
 * ``no-qos``: ``LOOM_QOS=off``, the job registered (placed) but not marked: isolates what the
   DSCP priority queues add under background load.
 * ``one-switch``: the same 16 hosts (names, MACs, IPs, link rate, classes) on one switch,
-  no fabric: the all-to-all's reference. What the hosts' TCP gets there, no fabric and no
-  controller can beat.
+  no fabric: the all-to-all's reference, what the hosts' TCP gets with nothing between
+  them but one switch's ports (a fabric with deeper queues along the way can do a little
+  better when the one switch's queues overflow and stall TCP).
 
 Scenarios (each seed gives one random rank order, used by every mode):
 

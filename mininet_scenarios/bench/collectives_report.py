@@ -53,7 +53,7 @@ def figures(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | None]
       jumbo frames; runs saved without ``bulk_frames`` had jumbo ones) / busbw idle, same
       mode and seed;
     * ``alltoall-vs-one-switch``: all-to-all busbw / the same rank order's on one switch
-      (the hosts' own ceiling: no fabric can beat it).
+      (what the hosts get with no fabric between them).
     """
     ok = [r for r in runs if r.get("busbw_over_link") is not None]
 

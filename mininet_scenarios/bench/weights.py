@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from mininet_scenarios.harness.processes import REPO_ROOT
+from mininet_scenarios.workloads.collectives.model import ring_pairs
 from topologies import leaf_spine
 
 RATE_MBPS = 10.0
@@ -42,14 +43,10 @@ def say(text: str) -> None:
     print(f"[weights] {time.strftime('%H:%M:%S')} {text}", flush=True)
 
 
-def hops(ring: Sequence[str]) -> list[tuple[str, str]]:
-    return [(ring[i], ring[(i + 1) % len(ring)]) for i in range(len(ring))]
-
-
 def job_figures(rates: Mapping[tuple[str, str], float], link_mbps: float) -> dict[str, float]:
     """Each job's slowest hop ÷ the link rate: the rate a lock-step ring runs at."""
     return {
-        name: round(min(rates[hop] for hop in hops(ring)) / link_mbps, 3)
+        name: round(min(rates[hop] for hop in ring_pairs(ring, 1)) / link_mbps, 3)
         for name, ring in RINGS.items()
     }
 
@@ -103,7 +100,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": args.seconds,
         "runs": [],
     }
-    pairs = [hop for ring in RINGS.values() for hop in hops(ring)]
+    pairs = [hop for ring in RINGS.values() for hop in ring_pairs(ring, 1)]
     with LoomStack(graph, args.out / "run") as st:
         st.net.pingall(timeout=2.0)
         for mode, weights in MODES.items():

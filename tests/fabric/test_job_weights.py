@@ -7,28 +7,28 @@ the other (shares 1 and 1/3: the weights' proportion), traced packet by packet."
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 import pytest
 
 from controller.api import LoomApi
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
+from tests.fabric.test_many_jobs import hops_per_link
 from tests.sim import LoomSim
 from topologies import leaf_spine
 
 SMALL = ["h1", "h5"]  # one host on each leaf
 LARGE = ["h2", "h6", "h3", "h7", "h4", "h8"]  # alternating leaves: every hop crosses
+RINGS = {"small": SMALL, "large": LARGE}
 
 
 def book(sim: LoomSim, weights: dict[str, int], order: list[str]) -> None:
-    rings = {"small": SMALL, "large": LARGE}
     api = LoomApi(sim.core, lambda: sim.now)
     for name in order:
         body = {
             "name": name,
             "tenant": name,
-            "hosts": [sim.graph.nodes[h]["ip"] for h in rings[name]],
+            "hosts": [sim.graph.nodes[h]["ip"] for h in RINGS[name]],
             "weight": weights[name],
         }
         res = api.handle("POST", "/loom/v1/jobs", {}, json.dumps(body).encode())
@@ -38,22 +38,10 @@ def book(sim: LoomSim, weights: dict[str, int], order: list[str]) -> None:
 
 def neighbours(sim: LoomSim) -> dict[str, int]:
     """Each job's most crowded fabric link: how many ring hops (of any job) it carries."""
-    links: dict[str, list[tuple[str, str]]] = {}
-    load: Counter[tuple[str, str]] = Counter()
-    for name, ring in (("small", SMALL), ("large", LARGE)):
-        for i, src in enumerate(ring):
-            dst = ring[(i + 1) % len(ring)]
-            trace = sim.fake.trace(src, sim.fake.packet(src, dst))
-            assert trace.ok_unicast(dst), trace.render()
-            (branch,) = trace.branches
-            hops = [
-                (a, b)
-                for a, b in zip(branch.path, branch.path[1:], strict=False)
-                if not a.startswith("h") and not b.startswith("h")
-            ]
-            links.setdefault(name, []).extend(hops)
-            load.update(hops)
-    return {name: max(load[link] for link in hops) for name, hops in links.items()}
+    load = hops_per_link(sim, list(RINGS.values()))
+    return {
+        name: max(load[link] for link in hops_per_link(sim, [ring])) for name, ring in RINGS.items()
+    }
 
 
 def new_sim() -> LoomSim:
