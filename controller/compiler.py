@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from controller import responder
 from controller.addressing import SWITCH_BITS, SWITCH_SHIFT, mac_int, mac_str, to_switch
 from controller.flows import IP_PROTO_TCP, IP_PROTO_UDP, FlowKey
 from controller.limits import OPEN_VSWITCH, SwitchLimits, bucket_subset, pick
@@ -96,7 +97,8 @@ def base_plan(
 
     Everything sent to the controller passes a packet-rate meter, so no host can flood
     it: ARP per edge port (one host cannot starve its neighbours' ARP), LLDP and route
-    misses per switch. ARP from another switch is dropped: Loom never floods ARP."""
+    misses per switch. ARP from another switch is dropped (Loom never floods ARP) but
+    for a unicast request or reply to a Loom address (``controller.responder``)."""
     cookie = make_cookie(CookieKind.BASE, dpid)
     rules = SwitchRules()
     to_ctl = (Output(OFPP_CONTROLLER),)
@@ -120,6 +122,7 @@ def base_plan(
     for port in sorted(fabric_ports):
         drop_arp = Match.of(in_port=port, eth_type=ETH_TYPE_ARP)
         rules.add_flow(FlowRule(Table.CLASSIFY, PRIO_ARP, drop_arp, cookie=cookie))
+        rules.add_flow(responder.fabric_pass(port, cookie))
     for port in sorted(fabric_ports):
         rules.add_flow(
             FlowRule(
@@ -196,13 +199,16 @@ def delivery_plan(dest: int, hosts: list[tuple[Host, str]]) -> Plan:
     """Delivery to the hosts on switch ``dest``: a packet for a host's Loom address gets
     the host's real MAC back and leaves by its port. The host's IPv4 address rides in
     the cookie and its Loom address in the match, so a restarted controller reads both
-    back from the switch (see ``held_hosts``)."""
+    back from the switch (see ``held_hosts``). Beside each, the switch's own answer to
+    ARP for the host (``controller.responder``)."""
     rules = SwitchRules()
     for host, address in hosts:
         at_host = make_cookie(CookieKind.HOST, _ip_int(host.ip))
         actions = (SetField("eth_dst", host.mac), Output(host.port))
         match = Match.of(eth_dst=address)
         rules.add_flow(FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, match, actions, cookie=at_host))
+        if host.ip is not None:
+            responder.host_rules(rules, host.mac, host.ip, host.port, address)
     return {dest: rules} if rules.flows else {}
 
 

@@ -66,6 +66,7 @@ class CookieKind(IntEnum):
     CATCH = 6  # copies the first packets of untracked flows to the controller
     HOST = 7  # delivery to a host on its switch; the ident is the host's IPv4 address
     PROTECT = 8  # fast-failover groups and the detour tunnels behind them
+    ARP = 9  # ARP answered by the switches for a host; the ident is its IPv4 address
 
 
 def make_cookie(kind: CookieKind, ident: int = 0) -> int:
@@ -145,6 +146,15 @@ class SetQueue:
 
 
 @dataclass(frozen=True)
+class CopyField:
+    """Copy one whole header field into another: Open vSwitch's ``move`` (OpenFlow 1.5's
+    copy_field), which lets a switch answer an ARP request by turning it around."""
+
+    src: str
+    dst: str
+
+
+@dataclass(frozen=True)
 class PushVlan:
     ethertype: int = 0x8100
 
@@ -154,7 +164,7 @@ class PopVlan:
     pass
 
 
-Action = Output | GroupAction | SetField | SetQueue | PushVlan | PopVlan
+Action = Output | GroupAction | SetField | CopyField | SetQueue | PushVlan | PopVlan
 
 # ---------------------------------------------------------------------------
 # Rules: what the core wants a switch to hold

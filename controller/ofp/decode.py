@@ -7,6 +7,7 @@ from typing import Any
 from controller.model import (
     Action,
     Bucket,
+    CopyField,
     FlowRule,
     FlowStats,
     GroupAction,
@@ -113,6 +114,8 @@ def action(a: Any) -> Action | None:
         return GroupAction(a.group_id)
     if name == "OFPActionSetField":
         return SetField(a.key, a.value)
+    if name == "NXActionRegMove" and a.src_ofs == a.dst_ofs == 0:
+        return CopyField(a.src_field, a.dst_field)
     if name == "OFPActionSetQueue":
         return SetQueue(a.queue_id)
     if name == "OFPActionPushVlan":

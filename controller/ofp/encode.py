@@ -9,6 +9,7 @@ from controller.model import (
     Action,
     Bucket,
     ClearSwitch,
+    CopyField,
     FlowMod,
     FlowRule,
     GroupAction,
@@ -41,6 +42,15 @@ FLOW_COMMANDS = {
     Op.DELETE: ofp.OFPFC_DELETE_STRICT,
 }
 GROUP_COMMANDS = {Op.ADD: ofp.OFPGC_ADD, Op.MODIFY: ofp.OFPGC_MODIFY, Op.DELETE: ofp.OFPGC_DELETE}
+# Widths of the fields Loom copies whole (Open vSwitch's move takes a bit count).
+COPY_BITS = {
+    "eth_src": 48,
+    "eth_dst": 48,
+    "arp_sha": 48,
+    "arp_tha": 48,
+    "arp_spa": 32,
+    "arp_tpa": 32,
+}
 METER_COMMANDS = {Op.ADD: ofp.OFPMC_ADD, Op.MODIFY: ofp.OFPMC_MODIFY, Op.DELETE: ofp.OFPMC_DELETE}
 
 
@@ -54,6 +64,9 @@ def action(act: Action) -> Any:
         return parser.OFPActionGroup(act.group_id)
     if isinstance(act, SetField):
         return parser.OFPActionSetField(**{act.field: act.value})
+    if isinstance(act, CopyField):
+        bits = COPY_BITS[act.src]
+        return parser.NXActionRegMove(src_field=act.src, dst_field=act.dst, n_bits=bits)
     if isinstance(act, SetQueue):
         return parser.OFPActionSetQueue(act.queue_id)
     if isinstance(act, PushVlan):

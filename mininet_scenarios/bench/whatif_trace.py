@@ -66,9 +66,9 @@ def field_int(name: str, value: MatchValue | str | int) -> int:
     """A match or set-field value as the integer a switch compares."""
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and name in ("eth_src", "eth_dst"):
+    if isinstance(value, str) and name in ("eth_src", "eth_dst", "arp_sha", "arp_tha"):
         return mac_int(value)
-    if isinstance(value, str) and name in ("ipv4_src", "ipv4_dst"):
+    if isinstance(value, str) and name in ("ipv4_src", "ipv4_dst", "arp_spa", "arp_tpa"):
         return int(ipaddress.IPv4Address(value))
     raise TraceError(f"cannot read the value {value!r} of match field {name}")
 

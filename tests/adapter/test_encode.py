@@ -11,6 +11,7 @@ from typing import Any
 import networkx as nx
 import pytest
 
+from controller import responder
 from controller.addressing import pmac
 from controller.compiler import base_plan, delivery_plan, diff, route_plan
 from controller.model import (
@@ -82,6 +83,16 @@ def ovs_parse(data: bytes, tmp_path: Path) -> str:
 
 
 COOKIE = make_cookie(CookieKind.ROUTE, 3)
+# what a flow-stats entry carries of a rule
+ENTRY_FIELDS = (
+    "table_id",
+    "priority",
+    "match",
+    "instructions",
+    "cookie",
+    "idle_timeout",
+    "hard_timeout",
+)
 RULE = FlowRule(
     4,
     100,
@@ -358,3 +369,44 @@ def test_the_async_config_asks_for_packet_ins_and_port_status_as_a_slave(
     assert "PACKET_IN: no_match action invalid_ttl" in secondary, text
     assert "PORT_STATUS: add delete modify" in secondary, text
     assert "FLOW_REMOVED: (off)" in secondary, text
+
+
+def responder_rules() -> list[FlowRule]:
+    rules = SwitchRules()
+    responder.host_rules(rules, "02:00:00:00:00:01", "10.0.0.1", 3, pmac(7, 1, 3))
+    rules.add_flow(responder.fabric_pass(4, COOKIE))
+    return list(rules.flows.values())
+
+
+def test_the_switches_arp_answer_encodes_and_ovs_reads_every_step(tmp_path: Path) -> None:
+    """OVS reads the responder as written: the moves that turn a request around, and the
+    IN_PORT output; and each rule reads back as it was sent (a restart adopts them)."""
+    rules = responder_rules()
+    text = ovs_parse(b"".join(wire(FlowMod(Op.ADD, r)) for r in rules), tmp_path)
+    for piece in (
+        "move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]",
+        "move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]",
+        "move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]",
+        "move:NXM_NX_ARP_SHA[]->NXM_OF_ETH_DST[]",
+        "set_field:2->arp_op",
+        "set_field:0a:00:07:00:04:03->arp_sha",
+        "set_field:10.0.0.1->arp_spa",
+        "IN_PORT",
+        "arp_op=1",
+        "dl_dst=0a:00:07:00:00:00/ff:ff:ff:00:00:00",
+    ):
+        assert piece in text, f"{piece!r} not in:\n{text}"
+    assert text.count("OFPT_FLOW_MOD") == 4
+    from types import SimpleNamespace
+
+    from controller.ofp import decode
+
+    for rule in rules:
+        (m,) = encode.encode(StubDatapath(), FlowMod(Op.ADD, rule))
+        m.xid = 1
+        m.serialize()
+        back: Any = parser.OFPFlowMod.parser(
+            StubDatapath(), m.version, m.msg_type, m.msg_len, m.xid, bytes(m.buf)
+        )
+        entry = SimpleNamespace(**{k: getattr(back, k) for k in ENTRY_FIELDS})
+        assert decode.flow_rule(entry) == rule

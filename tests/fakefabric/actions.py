@@ -46,6 +46,7 @@ SUPPORTED = (
     parser.OFPActionPopVlan,
     parser.OFPActionDecNwTtl,
     parser.OFPActionSetNwTtl,
+    parser.NXActionRegMove,  # Open vSwitch's move: an extension OVS accepts in OpenFlow 1.3
 )
 VALID_RESERVED_OUT = {ofp.OFPP_IN_PORT, ofp.OFPP_FLOOD, ofp.OFPP_ALL, ofp.OFPP_CONTROLLER}
 VALID_RESERVED_OUT.add(ofp.OFPP_LOCAL)
@@ -88,6 +89,8 @@ def describe_action(action: Any) -> str:
         return f"push_vlan:{action.ethertype:#06x}"
     if isinstance(action, parser.OFPActionSetNwTtl):
         return f"set_nw_ttl:{action.nw_ttl}"
+    if isinstance(action, parser.NXActionRegMove):
+        return f"move:{action.src_field}->{action.dst_field}"
     return type(action).__name__.removeprefix("OFPAction").lower()
 
 
@@ -107,6 +110,8 @@ def validate_action(action: Any, groups: Any, *, packet_out: bool = False) -> No
     elif isinstance(action, parser.OFPActionPushVlan):
         if action.ethertype not in (0x8100, 0x88A8):
             raise action_error("OFPBAC_BAD_ARGUMENT", f"push_vlan ethertype {action.ethertype:#x}")
+    elif isinstance(action, parser.NXActionRegMove):
+        _validate_move(action)
     elif isinstance(action, parser.OFPActionSetNwTtl) and not 0 <= action.nw_ttl <= 255:
         raise action_error("OFPBAC_BAD_ARGUMENT", f"set_nw_ttl {action.nw_ttl}")
 
@@ -136,6 +141,20 @@ def _validate_set_field(field: str, value: Any) -> None:
             "OFPBAC_BAD_SET_ARGUMENT",
             f"set_field vlan_vid={number:#x} must carry OFPVID_PRESENT (0x1000 | vid)",
         )
+
+
+def _validate_move(action: Any) -> None:
+    """A move copies whole fields here: both known, the destination writable, the same
+    width, and the bit count that width (partial moves are not modelled)."""
+    src, dst = action.src_field, action.dst_field
+    for name in (src, dst):
+        if name not in FIELDS:
+            raise UnsupportedError(f"move of {name} is not modelled")
+    if dst in NOT_SETTABLE:
+        raise action_error("OFPBAC_BAD_SET_TYPE", f"move cannot write {dst}")
+    width = FIELDS[src].width
+    if FIELDS[dst].width != width or action.n_bits != width or action.src_ofs or action.dst_ofs:
+        raise action_error("OFPBAC_BAD_SET_ARGUMENT", f"move {src}->{dst}: not whole fields")
 
 
 def validate_bucket(actions: Sequence[Any], groups: Any) -> None:
@@ -257,6 +276,8 @@ def _check_consistency(prog: Program, match: MatchDict) -> None:
             ok = tagged if field in ("vlan_vid", "vlan_pcp") else prereq_met(match, field)
         elif isinstance(action, parser.OFPActionDecNwTtl | parser.OFPActionSetNwTtl):
             ok = prereq_met(match, "ip_proto")
+        elif isinstance(action, parser.NXActionRegMove):
+            ok = prereq_met(match, action.src_field) and prereq_met(match, action.dst_field)
         else:
             return
         if not ok:

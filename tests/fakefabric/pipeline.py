@@ -221,6 +221,8 @@ class Pipeline:
                 state.queue = a.queue_id
             elif isinstance(a, parser.OFPActionSetField):
                 self._set_field(state, a)
+            elif isinstance(a, parser.NXActionRegMove):
+                self._move(state, a)
             elif isinstance(a, parser.OFPActionPushVlan):
                 _push_vlan(state.pkt)
             elif isinstance(a, parser.OFPActionPopVlan):
@@ -267,6 +269,13 @@ class Pipeline:
             self.warn(f"{self.where}: {describe_action(a)} on a packet without that header")
             return
         fields[field_name] = to_int(field_name, a.value)
+
+    def _move(self, state: State, a: Any) -> None:
+        fields = state.pkt.fields
+        if a.src_field not in fields or not packet_has_prereqs(fields, a.dst_field):
+            self.warn(f"{self.where}: {describe_action(a)} on a packet without that header")
+            return
+        fields[a.dst_field] = fields[a.src_field]
 
     def _output(self, port: int, state: State) -> list[Item]:
         if port == ofp.OFPP_IN_PORT:

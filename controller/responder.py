@@ -1,0 +1,108 @@
+"""ARP answered by the switches, so hosts that already know a peer never wait on Loom.
+
+Linux re-validates a neighbour entry with unicast requests to the address it holds
+(STALE -> DELAY -> PROBE); unanswered, the entry fails and the host stops sending to a
+peer it knew. If only the controller answered, every stopped, restarting, fenced or
+starved controller would cost traffic. So a host's own switch holds, per host:
+
+- an *ingress* rule: a request from the host's port, with its own MAC and IP as sender,
+  to a Loom address of its own tenant, gets the host's Loom address as Ethernet source
+  (so an answer can be routed back) and is routed by its destination like any frame;
+- two *responders* where the target lives: a request for the target's Loom address and
+  IP is turned around in place (OVS ``move``), answered with that Loom address, and sent
+  back out of the port it came in by: towards the requester's Loom address when it came
+  from the fabric, to the requester's own MAC when both hosts share the switch.
+
+Three rules per host, all on the host's own switch, and one per fabric port (a unicast
+ARP may cross the fabric): k=48's edge switches hold 72 + 24 more, nothing grows with
+the fabric's size. The tenant check is the ingress's (a Loom address carries the
+tenant), the sender checks are the same as ADMIT's (port, MAC, IP). A broadcast request
+(a host's very first ARP for a peer, or after its entry was dropped) still goes to the
+controller: answering it at the edge would need an entry per peer on every switch.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from controller.addressing import MARK, MARK_MASK, MARK_SHIFT, TENANT_MASK, mac_int, mac_str
+from controller.model import (
+    ETH_TYPE_ARP,
+    META_FROM_FABRIC,
+    OFPP_IN_PORT,
+    CookieKind,
+    CopyField,
+    FlowRule,
+    Match,
+    Output,
+    SetField,
+    SwitchRules,
+    Table,
+    make_cookie,
+)
+
+ARP_REQUEST, ARP_REPLY = 1, 2
+OFPVID_NONE = 0x0000
+PRIO_INGRESS = 910  # above CLASSIFY's ARP-to-controller rules (900)
+PRIO_PASS = 901  # unicast ARP on a fabric port goes on (other ARP there is dropped)
+PRIO_RESPOND = 200  # in PIN, above flow pins (100)
+LOOM_ADDRESS = (mac_str(MARK << MARK_SHIFT), mac_str(MARK_MASK))
+
+
+def _same_tenant(address: str) -> tuple[str, str]:
+    """Every Loom address in the tenant ``address`` carries."""
+    mask = MARK_MASK | TENANT_MASK
+    return mac_str(mac_int(address) & mask), mac_str(mask)
+
+
+def fabric_pass(port: int, cookie: int) -> FlowRule:
+    """A unicast ARP to a Loom address arriving from another switch is routed on."""
+    match = Match.of(in_port=port, eth_type=ETH_TYPE_ARP, eth_dst=LOOM_ADDRESS)
+    meta = (META_FROM_FABRIC, META_FROM_FABRIC)
+    return FlowRule(
+        Table.CLASSIFY, PRIO_PASS, match, goto=Table.QOS, write_metadata=meta, cookie=cookie
+    )
+
+
+def host_rules(rules: SwitchRules, mac: str, ip: str, port: int, address: str) -> None:
+    """The ingress and the two responders of one host on its own switch."""
+    cookie = make_cookie(CookieKind.ARP, int(ipaddress.IPv4Address(ip)))
+    ingress = Match.of(
+        in_port=port,
+        eth_src=mac,
+        vlan_vid=OFPVID_NONE,
+        eth_type=ETH_TYPE_ARP,
+        arp_op=ARP_REQUEST,
+        arp_sha=mac,
+        arp_spa=ip,
+        eth_dst=_same_tenant(address),
+    )
+    rules.add_flow(
+        FlowRule(
+            Table.CLASSIFY,
+            PRIO_INGRESS,
+            ingress,
+            (SetField("eth_src", address),),
+            goto=Table.QOS,
+            cookie=cookie,
+        )
+    )
+    turn = (
+        SetField("eth_src", address),
+        SetField("arp_op", ARP_REPLY),
+        CopyField("arp_sha", "arp_tha"),
+        SetField("arp_sha", address),
+        CopyField("arp_spa", "arp_tpa"),
+        SetField("arp_spa", ip),
+    )
+    for came_by, reply_to in ((META_FROM_FABRIC, "eth_src"), (0, "arp_sha")):
+        match = Match.of(
+            metadata=(came_by, META_FROM_FABRIC),
+            vlan_vid=OFPVID_NONE,
+            eth_type=ETH_TYPE_ARP,
+            arp_op=ARP_REQUEST,
+            eth_dst=address,
+            arp_tpa=ip,
+        )
+        actions = (CopyField(reply_to, "eth_dst"), *turn, Output(OFPP_IN_PORT))
+        rules.add_flow(FlowRule(Table.PIN, PRIO_RESPOND, match, actions, cookie=cookie))
