@@ -295,7 +295,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         while True:
             hub.sleep(TICK_SECONDS)
             try:
-                self.send(self.fabric.tick(time.monotonic()))
+                now = time.monotonic()
+                self.send(self.fabric.tick(now, held=self.roles.fenced(now)))
                 while self.fabric.busy:  # a re-plan's remaining slices, other events between
                     hub.sleep(0)
                     self.send(self.fabric.work(time.monotonic()))

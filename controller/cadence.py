@@ -10,9 +10,11 @@ the elapsed time allows. Small fabrics keep the nominal interval exactly.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from controller.model import (
     MAX_PHYSICAL_PORT,
@@ -23,6 +25,8 @@ from controller.model import (
     Output,
     PacketOut,
 )
+
+log = logging.getLogger("loom.fabric")
 
 
 @dataclass
@@ -73,3 +77,47 @@ def lldp_on(dpid: int, ports: list[int]) -> Messages:
         if p <= MAX_PHYSICAL_PORT
     ]
     return {dpid: msgs} if msgs else {}
+
+
+class Excusable(Protocol):
+    def excuse(self, now: float, seconds: float) -> None: ...
+
+
+# A tick this late means the controller itself was not running (stopped, starved of CPU).
+AWAY_AFTER = 1.0
+
+
+@dataclass
+class Away:
+    """Time in which the controller could not keep the fabric's clocks: it was not
+    running (no tick for ``AWAY_AFTER`` s), or it was ``held`` (a cluster member that
+    cannot reach its store, whose LLDP and answers the switches never get). Silence from
+    the fabric in that time is the controller's, not the fabric's: links must not age
+    out, nor job leases whose renewals were refused, or the fabric is rewritten on
+    return though nothing in it changed."""
+
+    last_tick: float | None = None
+    held_since: float | None = None
+
+    def excused(self, now: float, held: bool) -> float:
+        """Seconds to excuse at this tick (0: none). While held, nothing ages at all; the
+        whole hold is excused once it ends."""
+        gap = 0.0 if self.last_tick is None else now - self.last_tick
+        self.last_tick = now
+        if held:
+            if self.held_since is None:
+                self.held_since = now - gap
+            return 0.0
+        if self.held_since is not None:
+            gap, self.held_since = now - self.held_since, None
+            return gap
+        return gap if gap > AWAY_AFTER else 0.0
+
+    def holds(self, now: float, held: bool, topo: Excusable, jobs: Excusable) -> bool:
+        """Excuse what this tick must; True while nothing may age."""
+        excused = self.excused(now, held)
+        if excused:
+            log.info("%.1f s without ticking or held: links and leases excused", excused)
+            topo.excuse(now, excused)
+            jobs.excuse(now, excused)
+        return held

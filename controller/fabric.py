@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from controller.addressing import AddressBook
 from controller.arp import ArpService, announce
-from controller.cadence import Cadence, lldp_on
+from controller.cadence import Away, Cadence, lldp_on
 from controller.compiler import RuleStore, held_hosts
 from controller.config import FabricConfig as FabricConfig  # (re-exported)
 from controller.engineer import TrafficEngineer
@@ -142,6 +142,7 @@ class Fabric:
         self._changed_at = 0.0  # when it last changed
         self.polls = Cadence(self.config.poll_interval, POLL_RATE)
         self.lldp = Cadence(self.config.lldp_interval, LLDP_RATE)
+        self.away = Away()
         self._ports = 0  # live ports, for how far LLDP's interval is stretched
         self._last_change = 0.0  # last time the routed graph changed
 
@@ -322,27 +323,13 @@ class Fabric:
         return self.readings.capacity(ref)
 
     # -- time -----------------------------------------------------------------
-    def tick(self, now: float) -> Messages:
-        """Periodic work: expire links and ARP waits, apply batched changes, send LLDP."""
+    def tick(self, now: float, held: bool = False) -> Messages:
+        """Periodic work: expire links and ARP waits, apply batched changes, send LLDP.
+        ``held``: a cluster member without its store keeps the fabric as it is."""
         out = self._settle(now)
-        switches = len(self.topo.switches)
-        window = 2 * self.polls.period(switches)
-        receiving = lambda: self.telemetry.receiving(now, window)  # noqa: E731
-        stretch = self.lldp.period(self._ports) / self.config.lldp_interval
-        expired = self.topo.expire_links(now, self.config.lldp_timeout * stretch, receiving)
-        for link in expired:
-            log.warning(
-                "link %016x:%d -> %016x:%d: no LLDP for %.1f s, removed",
-                *link.src,
-                *link.dst,
-                now - link.last_seen,
-            )
-        if expired:
-            self._mark_dirty(now)
+        if not self.away.holds(now, held, self.topo, self.jobs):
+            merge(out, self._age(now))
         self.arp.expire(now)
-        for name in self.jobs.expired(now):
-            log.warning("job %s: lease expired, removed", name)
-            merge(out, self.delete_job(name))
         quiet = now - self._changed_at >= DISCOVERY_QUIET
         if self._dirty and (quiet or now - self._dirty_since >= DISCOVERY_BATCH):
             merge(out, self._replan_all(now))
@@ -355,6 +342,23 @@ class Fabric:
         weights = {d: float(len(s.ports)) for d, s in self.topo.switches.items()}
         self._ports = int(sum(weights.values()))
         merge(out, self._send_lldp(now, self.lldp.due(now, weights)))
+        return out
+
+    def _age(self, now: float) -> Messages:
+        """Links whose LLDP stopped and jobs whose lease ran out go."""
+        out: Messages = {}
+        window = 2 * self.polls.period(len(self.topo.switches))
+        receiving = lambda: self.telemetry.receiving(now, window)  # noqa: E731
+        stretch = self.lldp.period(self._ports) / self.config.lldp_interval
+        expired = self.topo.expire_links(now, self.config.lldp_timeout * stretch, receiving)
+        for link in expired:
+            log.warning("link %016x:%d -> %016x:%d: no LLDP for %.1f s, removed", *link.src,
+                        *link.dst, now - link.last_seen)  # fmt: skip
+        if expired:
+            self._mark_dirty(now)
+        for name in self.jobs.expired(now):
+            log.warning("job %s: lease expired, removed", name)
+            merge(out, self.delete_job(name))
         return out
 
     def _mark_dirty(self, now: float) -> None:

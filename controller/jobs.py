@@ -67,6 +67,13 @@ class JobBook:
         job.expires = now + job.lease
         return job
 
+    def excuse(self, now: float, seconds: float) -> None:
+        """Leases run on by ``seconds`` that their launchers could not renew (refused
+        while the controller was held or away)."""
+        for job in self.jobs.values():
+            if job.expires is not None:
+                job.expires += seconds
+
     def expired(self, now: float) -> list[str]:
         """Jobs whose lease ran out: their launcher stopped renewing."""
         return sorted(n for n, j in self.jobs.items() if j.expires is not None and now >= j.expires)

@@ -211,6 +211,14 @@ class Topology:
         self._oldest_seen = min((link.last_seen for link in self.links.values()), default=now)
         return dead
 
+    def excuse(self, now: float, seconds: float) -> None:
+        """Every link counts as seen now: the controller was not there to send or hear
+        LLDP (see ``controller.cadence.Away``); a link that did go meanwhile took its
+        port down (PortStatus) or stays silent for a timeout from now."""
+        for src, link in list(self.links.items()):
+            self.links[src] = replace(link, last_seen=now)
+        self._oldest_seen = now if self.links else self._oldest_seen
+
     def _drop_links_at(self, ref: PortRef) -> bool:
         dead = sorted(self._into.get(ref, set()) | ({ref} if ref in self.links else set()))
         for src in dead:
