@@ -209,6 +209,12 @@ METRICS = [
         "Events (or REST requests) whose handling failed with an error; each is a bug.",
     ),
     MetricDoc(
+        "loom_api_aborted_requests_total",
+        "counter",
+        (),
+        "REST requests whose client hung up before its body arrived: logged, not answered.",
+    ),
+    MetricDoc(
         "loom_path_computation_seconds",
         "histogram",
         ("kind",),
@@ -239,6 +245,7 @@ class ShimCounts:
 
     dropped: Counter[str] = field(default_factory=Counter)
     handler_errors: Counter[str] = field(default_factory=Counter)
+    api_aborted: int = 0  # REST clients that hung up mid-body
 
 
 class FabricCollector(Collector):
@@ -298,7 +305,9 @@ class FabricCollector(Collector):
         errors = self._family("loom_handler_errors_total")
         for handler, n in sorted(self.shim.handler_errors.items()):
             errors.add_metric([handler], n)
-        yield from (dropped, errors)
+        aborted = self._family("loom_api_aborted_requests_total")
+        aborted.add_metric([], self.shim.api_aborted)
+        yield from (dropped, errors, aborted)
 
     def _cluster(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         alone = ClusterFigures("", 0, mine=len(self.view.switches))

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from controller.api import MAX_BODY_BYTES, LoomApi
+from controller.jobspec import brief
 from controller.ofp.compat import FRAMEWORK
 
+log = logging.getLogger("loom.api")
+
 if FRAMEWORK == "ryu":
+    import eventlet.wsgi
     from ryu import cfg
     from ryu.app.wsgi import ControllerBase, Response, WSGIApplication, route
 
@@ -38,10 +44,21 @@ class LoomRestController(ControllerBase):  # type: ignore[misc]
         def dispatch(self, req: Any, **kwargs: Any) -> Any:
             auth = req.headers.get("Authorization", "")
             length = req.content_length or 0
-            if length > MAX_BODY_BYTES:  # refused unread
-                body = b"\0" * (MAX_BODY_BYTES + 1)
-            else:
-                body = req.body_file.read(MAX_BODY_BYTES + 1) if length else b""
+            try:
+                if length > MAX_BODY_BYTES:  # refused unread
+                    body = b"\0" * (MAX_BODY_BYTES + 1)
+                else:
+                    body = req.body_file.read(MAX_BODY_BYTES + 1) if length else b""
+            except OSError as exc:  # webob's DisconnectionError, or a reset
+                self.app.counts.api_aborted += 1
+                log.warning(
+                    "%s %s from %s: the client hung up mid-body (%s); not answered",
+                    brief(req.method),
+                    brief(req.path),
+                    req.remote_addr,
+                    exc,
+                )
+                return _unanswered
             res = self.api.handle(req.method, req.path, dict(req.GET), body, auth)
             if res.status >= 500:
                 self.app.counts.handler_errors["rest"] += 1
@@ -50,6 +67,15 @@ class LoomRestController(ControllerBase):  # type: ignore[misc]
             return Response(
                 status=res.status, content_type="application/json", charset="utf-8", body=body
             )
+
+
+def _unanswered(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+    """A WSGI answer of nothing: eventlet closes the connection without writing, where an
+    exception would log a traceback and write a 500 to a peer that is gone. The status,
+    never sent, is for the access log: 499, a client that closed (nginx's use)."""
+    start_response("499 Client Closed Request", [])
+    eventlet.wsgi.WSGI_LOCAL.already_handled = True
+    return []
 
 
 def register_rest(kwargs: dict[str, Any], app: Any, token: str | None) -> None:

@@ -3,8 +3,9 @@
 YAML is read twice over: as data for the schema, and as a node tree that remembers
 where each key and value stands, so a pydantic error location such as
 ``('tenants', 1, 'hosts', 0, 'ip')`` becomes ``policy.yaml:14: tenants[1].hosts[0].ip``.
-Every schema problem is reported at once; the checks across entries (a host in two
-tenants, a job outside its tenant) run once the schema holds.
+Every problem is reported at once: the checks across entries (a host in two tenants, a
+job outside its tenant) run on every entry that validated, even when others did not, so a
+bad address does not hide a duplicate host; entries that failed are skipped by them.
 """
 
 from __future__ import annotations
@@ -13,17 +14,20 @@ import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
+from controller.jobspec import Job
 from controller.policy import bounded_yaml
-from controller.policy.schema import Policy
+from controller.policy.schema import HostEntry, Policy
 
 log = logging.getLogger("loom.policy")
 
 Loc = tuple[str | int, ...]
+M = TypeVar("M", bound=BaseModel)
 KEY_ORDER = {"version": 0, "fabric": 1, "tenants": 2, "jobs": 3}
 INTERNAL = "(internal error)"  # the key of an issue that is Loom's bug, not the file's
 MAX_ISSUES = 50  # a file with a problem per host would otherwise list 27,648
@@ -141,9 +145,11 @@ def _parse(text: str | bytes, file: str) -> Policy:
     try:
         policy = Policy.model_validate(data)
     except ValidationError as exc:
-        issues += [_issue(file, lines, err) for err in exc.errors()]
+        errors = exc.errors()
+        issues += [_issue(file, lines, err) for err in errors]
+        issues += list(_cross_checks(_salvage(data, errors), file, lines))
         raise PolicyError(issues) from None
-    issues += list(_cross_checks(policy, file, lines))
+    issues += list(_cross_checks(_Entries.of(policy), file, lines))
     if issues:
         raise PolicyError(issues)
     return policy
@@ -216,27 +222,100 @@ def _allowed_keys(loc: Loc) -> str:
     return "; expected one of " + ", ".join(model.model_fields)
 
 
-def _cross_checks(policy: Policy, file: str, lines: _Lines) -> Iterator[PolicyIssue]:
+class _Tenant(NamedTuple):
+    at: int  # its index in the file
+    name: str
+    hosts: list[tuple[int, HostEntry]]  # by index in the file
+    whole: bool  # every host validated: its IPs are all known
+
+
+class _Entries(NamedTuple):
+    """What the checks across entries read: the entries that validated, by index."""
+
+    tenants: list[_Tenant]
+    jobs: list[tuple[int, Job]]
+    every_tenant: bool  # every tenant's name is known: a job's unknown tenant is an error
+
+    @classmethod
+    def of(cls, policy: Policy) -> _Entries:
+        tenants = [
+            _Tenant(t, tenant.name, list(enumerate(tenant.hosts)), True)
+            for t, tenant in enumerate(policy.tenants)
+        ]
+        return cls(tenants, list(enumerate(policy.jobs)), True)
+
+
+def _salvage(data: dict[str, Any], errors: list[ErrorDetails]) -> _Entries:
+    """The entries of a document that failed validation which hold no error themselves,
+    so the checks across entries still run on them (one run names every problem). What
+    failed is left out, and a check that would need it is skipped, never guessed."""
+    at = {tuple(err["loc"]) for err in errors}
+    under = {e[:n] for e in at for n in range(len(e) + 1)}  # an error at or below
+
+    def clean(*loc: str | int) -> bool:  # no error at, above or below loc
+        return loc not in under and not any(loc[:n] in at for n in range(len(loc)))
+
+    raw_tenants, raw_jobs = data.get("tenants", []), data.get("jobs", [])
+    tenants: list[_Tenant] = []
+    every_tenant = isinstance(raw_tenants, list)
+    for t, raw in enumerate(raw_tenants if isinstance(raw_tenants, list) else []):
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if not (isinstance(name, str) and clean("tenants", t, "name")):
+            every_tenant = False
+            continue
+        listed = raw.get("hosts")
+        hosts = [
+            (h, entry)
+            for h, host in enumerate(listed if isinstance(listed, list) else [])
+            if clean("tenants", t, "hosts", h) and (entry := _valid(HostEntry, host)) is not None
+        ]
+        tenants.append(_Tenant(t, name, hosts, clean("tenants", t, "hosts")))
+    jobs = [
+        (j, job)
+        for j, raw in enumerate(raw_jobs if isinstance(raw_jobs, list) else [])
+        if clean("jobs", j) and (job := _valid(Job, raw)) is not None
+    ]
+    return _Entries(tenants, jobs, every_tenant)
+
+
+def _valid(model: type[M], raw: Any) -> M | None:
+    """An entry the document's validation found no error in, as its model (``None``
+    should not happen: the same model validates the same input)."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _cross_checks(entries: _Entries, file: str, lines: _Lines) -> Iterator[PolicyIssue]:
+    tenant_ips: dict[str, set[str] | None] = {}  # None: not all known
+    yield from _tenant_checks(entries.tenants, file, lines, tenant_ips)
+    yield from _job_checks(entries, file, lines, tenant_ips)
+
+
+def _tenant_checks(
+    tenants: list[_Tenant], file: str, lines: _Lines, tenant_ips: dict[str, set[str] | None]
+) -> Iterator[PolicyIssue]:
+    """Tenants declared twice and hosts in two places; fills ``tenant_ips``."""
     owner: dict[str, tuple[str, str]] = {}  # address -> (tenant, key of first mention)
     names: set[str] = set()
-    tenant_ips: dict[str, set[str]] = {}
-    for t, tenant in enumerate(policy.tenants):
-        if tenant.name in names:
+    for t, name, hosts, whole in tenants:
+        if name in names:
             yield PolicyIssue(
                 file,
                 lines.line(("tenants", t, "name")),
                 f"tenants[{t}].name",
-                f"tenant {tenant.name!r} is declared twice",
+                f"tenant {name!r} is declared twice",
             )
-        names.add(tenant.name)
-        tenant_ips[tenant.name] = set()
-        for h, host in enumerate(tenant.hosts):
+        names.add(name)
+        ips: set[str] = set()
+        for h, host in hosts:
             for field in ("mac", "ip"):
                 addr = getattr(host, field)
                 if addr is None:
                     continue
                 loc: Loc = ("tenants", t, "hosts", h, field)
-                if addr in owner and owner[addr][0] != tenant.name:
+                if addr in owner and owner[addr][0] != name:
                     yield PolicyIssue(
                         file,
                         lines.line(loc),
@@ -248,17 +327,24 @@ def _cross_checks(policy: Policy, file: str, lines: _Lines) -> Iterator[PolicyIs
                     yield PolicyIssue(
                         file, lines.line(loc), key_text(loc), f"{addr} is listed twice"
                     )
-                owner.setdefault(addr, (tenant.name, key_text(loc)))
+                owner.setdefault(addr, (name, key_text(loc)))
             if host.ip:
-                tenant_ips[tenant.name].add(host.ip)
+                ips.add(host.ip)
+        tenant_ips[name] = ips if whole else None
+
+
+def _job_checks(
+    entries: _Entries, file: str, lines: _Lines, tenant_ips: dict[str, set[str] | None]
+) -> Iterator[PolicyIssue]:
+    """Jobs named twice, and jobs outside their tenant (when its hosts are all known)."""
     jobs: set[str] = set()
-    for j, job in enumerate(policy.jobs):
+    for j, job in entries.jobs:
         if job.name in jobs:
             yield PolicyIssue(
                 file, lines.line(("jobs", j, "name")), f"jobs[{j}].name", f"job {job.name!r} twice"
             )
         jobs.add(job.name)
-        if job.tenant not in tenant_ips:
+        if job.tenant not in tenant_ips and entries.every_tenant:
             yield PolicyIssue(
                 file,
                 lines.line(("jobs", j, "tenant")),
@@ -267,8 +353,11 @@ def _cross_checks(policy: Policy, file: str, lines: _Lines) -> Iterator[PolicyIs
                 + (", ".join(sorted(tenant_ips)) or "(none declared)"),
             )
             continue
+        members = tenant_ips.get(job.tenant)
+        if members is None:  # its tenant's hosts are not all known: nothing to hold it to
+            continue
         for i, ip in enumerate(job.hosts):
-            if ip not in tenant_ips[job.tenant]:
+            if ip not in members:
                 loc = ("jobs", j, "hosts", i)
                 yield PolicyIssue(
                     file,

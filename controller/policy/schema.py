@@ -3,7 +3,7 @@
 Unknown keys are errors (a misspelt key must not silently mean "default"), types are
 strict where YAML guesses (a MAC is a string, never a base-60 number), and every
 address is parsed. Cross-entry rules (a host in two tenants, a job host outside its
-tenant) are checked in ``loader.py`` after the models validate.
+tenant) are checked in ``loader.py``, on every entry whose model validated.
 """
 
 from __future__ import annotations
