@@ -1,7 +1,8 @@
 """ARP without flooding loops: the controller answers from its host table.
 
-Every ARP frame reaches the controller (CLASSIFY sends it there) and none is ever
-flooded through the fabric. A request for a known address gets a proxy reply on the
+ARP frames reach the controller (CLASSIFY sends them there) and none is ever flooded
+through the fabric; only a host's unicast re-probe for a peer it already knows is
+answered by the switches instead (``controller.responder``). A request for a known address gets a proxy reply on the
 requester's port. For an unknown address the controller sends its *own* probe
 (RFC 5227 style: sender IP 0.0.0.0, sender MAC = the controller's) out of edge ports
 only; the owner answers the controller, which then answers the waiting requesters.

@@ -6,7 +6,9 @@ into metadata; anything else from an edge port is dropped there (spoofed MACs or
 VLAN tags, other ethertypes, hosts in no tenant), and so is a frame to any address
 but a Loom address of the sender's own tenant (the tenant id is part of every address
 Loom hands out, see ``controller.addressing``).
-ARP never crosses the fabric: the controller answers it, and only within a tenant.
+ARP crosses the fabric only as a host's unicast request to a Loom address of its own
+tenant, which the target's switch answers (``controller.responder``); the controller
+answers the rest, and only within a tenant.
 Without a policy the fabric is open: everyone is tenant 0 and ADMIT passes all.
 """
 

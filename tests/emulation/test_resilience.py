@@ -79,18 +79,6 @@ def stream(stack: LoomStack, src: str, dst: str, sport: int) -> Stream:
     )
 
 
-def pin_neighbours(net: Any, a: str, b: str) -> None:
-    """Permanent ARP entries between two hosts, so neither needs ARP while they talk. Each
-    pins the address its kernel learned from Loom's ARP reply (the peer's Loom address: a
-    frame to the peer's real MAC is routed nowhere)."""
-    for x, y in ((a, b), (b, a)):
-        host, peer = net.host(x), net.host(y)
-        mac = net.neighbour_mac(x, y)
-        dev = host.defaultIntf()
-        out = host.cmd(f"ip neigh replace {peer.IP()} lladdr {mac} nud permanent dev {dev}")
-        assert not out.strip(), out
-
-
 def test_link_down_is_bridged_by_fast_failover(fat: LoomStack) -> None:
     """Cut the aggregation->core and core->aggregation links a cross-pod stream uses: the
     switches' failover groups take the detour without the controller, so the receiver
@@ -185,10 +173,8 @@ def test_controller_restart_keeps_traffic_and_hosts(fat: LoomStack) -> None:
     switches keep forwarding (fail-secure), the new controller reads its hosts back from
     their delivery rules before any host has to ARP, and every pair pings afterwards."""
     net = fat.net
-    # Loom answers every ARP, unicast probes too: a sender whose neighbour entry happens to
-    # re-probe while no controller runs waits for the new one (about 1 s of loss, counted
-    # in the timeline's ARP packet-ins). The switches' forwarding is what is measured here.
-    pin_neighbours(net, "rh3", "rh13")
+    # The hosts keep Linux's neighbour timers: an entry that re-probes while no controller
+    # runs is answered by the switches (``controller.responder``).
     with stream(fat, "rh3", "rh13", 41004) as s:
         time.sleep(2.0)
         before = rule_snapshot(net.switch_names)
