@@ -2,12 +2,13 @@
 
 ARP frames reach the controller (CLASSIFY sends them there) and none is ever flooded
 through the fabric; only a host's unicast re-probe for a peer it already knows is
-answered by the switches instead (``controller.responder``). A request for a known address gets a proxy reply on the
-requester's port. For an unknown address the controller sends its *own* probe
-(RFC 5227 style: sender IP 0.0.0.0, sender MAC = the controller's) out of edge ports
-only; the owner answers the controller, which then answers the waiting requesters.
-Because probes carry no host's MAC, a probe that leaks onto an undiscovered fabric
-link teaches nothing wrong, and hosts' ARP caches are never polluted.
+answered by the switches instead (``controller.responder``). A request for a known
+address gets a proxy reply on the requester's port. For an unknown address the
+controller sends its *own* probe (RFC 5227 style: sender IP 0.0.0.0, sender MAC = the
+controller's) out of edge ports only; the owner answers the controller, which then
+answers the waiting requesters. Because probes carry no host's MAC, a probe that leaks
+onto an undiscovered fabric link teaches nothing wrong, and hosts' ARP caches are never
+polluted.
 """
 
 from __future__ import annotations

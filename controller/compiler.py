@@ -61,6 +61,7 @@ from controller.topology import Host
 PRIO_LLDP = 1000
 PRIO_ARP = 900
 PRIO_FABRIC_PORT = 500
+PRIO_ARP_OTHER = 400  # ARP from ports neither edge nor fabric (fabric ports' go on)
 PRIO_HOST_ROUTE = 120  # delivery to a host, by its exact Loom address
 PRIO_ROUTE = 110  # blocks of destination switches (protected siblings take +1)
 PRIO_ROUTE_DEFAULT = 100  # the most common next hops
@@ -109,7 +110,7 @@ def base_plan(
     rules.meters[METER_LLDP] = MeterRule(METER_LLDP, 200, 100, per_packet=True)
     arp = Match.of(eth_type=ETH_TYPE_ARP)
     rules.add_flow(
-        FlowRule(Table.CLASSIFY, PRIO_ARP - 1, arp, to_ctl, meter=METER_ARP_OTHER, cookie=cookie)
+        FlowRule(Table.CLASSIFY, PRIO_ARP_OTHER, arp, to_ctl, meter=METER_ARP_OTHER, cookie=cookie)
     )
     rules.meters[METER_ARP_OTHER] = MeterRule(METER_ARP_OTHER, 50, 50, per_packet=True)
     for port in sorted(edge_ports):
@@ -119,10 +120,8 @@ def base_plan(
             FlowRule(Table.CLASSIFY, PRIO_ARP, match, to_ctl, meter=meter, cookie=cookie)
         )
         rules.meters[meter] = MeterRule(meter, 50, 50, per_packet=True)
-    for port in sorted(fabric_ports):
-        drop_arp = Match.of(in_port=port, eth_type=ETH_TYPE_ARP)
-        rules.add_flow(FlowRule(Table.CLASSIFY, PRIO_ARP, drop_arp, cookie=cookie))
-        rules.add_flow(responder.fabric_pass(port, cookie))
+    for rule in responder.transit_rules(cookie):  # ARP from other switches: see there
+        rules.add_flow(rule)
     for port in sorted(fabric_ports):
         rules.add_flow(
             FlowRule(

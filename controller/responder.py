@@ -13,10 +13,10 @@ starved controller would cost traffic. So a host's own switch holds, per host:
   back out of the port it came in by: towards the requester's Loom address when it came
   from the fabric, to the requester's own MAC when both hosts share the switch.
 
-Three rules per host, all on the host's own switch, and one per fabric port (a unicast
-ARP may cross the fabric): k=48's edge switches hold 72 + 24 more, nothing grows with
-the fabric's size. The tenant check is the ingress's (a Loom address carries the
-tenant), the sender checks are the same as ADMIT's (port, MAC, IP). A broadcast request
+Three rules per host, all on the host's own switch, and two per switch (a unicast ARP
+crosses the fabric, other ARP from a switch is dropped): 74 on a k=48 edge switch, and
+nothing grows with the fabric's size. The tenant check is the ingress's (a Loom address
+carries the tenant), the sender checks are the same as ADMIT's (port, MAC, IP). A broadcast request
 (a host's very first ARP for a peer, or after its entry was dropped) still goes to the
 controller: answering it at the edge would need an entry per peer on every switch.
 """
@@ -44,8 +44,8 @@ from controller.model import (
 ARP_REQUEST, ARP_REPLY = 1, 2
 OFPVID_NONE = 0x0000
 PRIO_INGRESS = 910  # above CLASSIFY's ARP-to-controller rules (900)
-PRIO_PASS = 901  # unicast ARP on a fabric port goes on (other ARP there is dropped)
 PRIO_RESPOND = 200  # in PIN, above flow pins (100)
+PRIO_TRANSIT = 150  # ... below the responders
 LOOM_ADDRESS = (mac_str(MARK << MARK_SHIFT), mac_str(MARK_MASK))
 
 
@@ -55,12 +55,16 @@ def _same_tenant(address: str) -> tuple[str, str]:
     return mac_str(mac_int(address) & mask), mac_str(mask)
 
 
-def fabric_pass(port: int, cookie: int) -> FlowRule:
-    """A unicast ARP to a Loom address arriving from another switch is routed on."""
-    match = Match.of(in_port=port, eth_type=ETH_TYPE_ARP, eth_dst=LOOM_ADDRESS)
-    meta = (META_FROM_FABRIC, META_FROM_FABRIC)
-    return FlowRule(
-        Table.CLASSIFY, PRIO_PASS, match, goto=Table.QOS, write_metadata=meta, cookie=cookie
+def transit_rules(cookie: int) -> tuple[FlowRule, FlowRule]:
+    """ARP from another switch: a unicast request or reply to a Loom address is routed on
+    (after the responders had their look), any other is dropped. Two rules a switch, in
+    PIN, where fabric ports' metadata bit tells where a frame came from."""
+    transit = (META_FROM_FABRIC, META_FROM_FABRIC)
+    on = Match.of(metadata=transit, eth_type=ETH_TYPE_ARP, eth_dst=LOOM_ADDRESS)
+    drop = Match.of(metadata=transit, eth_type=ETH_TYPE_ARP)
+    return (
+        FlowRule(Table.PIN, PRIO_TRANSIT, on, goto=Table.ROUTE, cookie=cookie),
+        FlowRule(Table.PIN, PRIO_TRANSIT - 1, drop, cookie=cookie),
     )
 
 

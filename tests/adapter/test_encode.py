@@ -374,7 +374,8 @@ def test_the_async_config_asks_for_packet_ins_and_port_status_as_a_slave(
 def responder_rules() -> list[FlowRule]:
     rules = SwitchRules()
     responder.host_rules(rules, "02:00:00:00:00:01", "10.0.0.1", 3, pmac(7, 1, 3))
-    rules.add_flow(responder.fabric_pass(4, COOKIE))
+    for rule in responder.transit_rules(COOKIE):
+        rules.add_flow(rule)
     return list(rules.flows.values())
 
 
@@ -396,7 +397,7 @@ def test_the_switches_arp_answer_encodes_and_ovs_reads_every_step(tmp_path: Path
         "dl_dst=0a:00:07:00:00:00/ff:ff:ff:00:00:00",
     ):
         assert piece in text, f"{piece!r} not in:\n{text}"
-    assert text.count("OFPT_FLOW_MOD") == 4
+    assert text.count("OFPT_FLOW_MOD") == 5
     from types import SimpleNamespace
 
     from controller.ofp import decode

@@ -95,12 +95,18 @@ def test_lldp_discovers_links_and_batches_the_replan_into_tick() -> None:
     on_port_3 = [
         m for m in out.get(1, []) if isinstance(m, FlowMod) and m.rule.match.get("in_port") == 3
     ]
-    passing = [m for m in on_port_3 if m.rule.goto is not None]
-    assert [m.op for m in passing] == [Op.ADD, Op.ADD]  # now a fabric port
-    # no ARP from it, but unicast ARP to a Loom address (the switches' own answers)
-    assert [m.rule.match.get("eth_dst") for m in passing] == [LOOM_ADDRESS, None]
-    arp = [m.rule for m in on_port_3 if m.rule.match.get("eth_type") and m.rule.goto is None]
-    assert [r.actions for r in arp] == [()]
+    assert [m.op for m in on_port_3 if m.rule.goto is not None] == [Op.ADD]  # now a fabric port
+    # ARP from it is dropped in PIN, but unicast ARP to a Loom address (the switches'
+    # own answers), which is routed
+    transit = (META_FROM_FABRIC, META_FROM_FABRIC)
+    pin = [m.rule for m in out.get(1, []) if isinstance(m, FlowMod) and m.rule.table == Table.PIN]
+    arp = [
+        r for r in pin if r.match.get("eth_type") == 0x0806 and r.match.get("metadata") == transit
+    ]
+    assert [(r.match.get("eth_dst"), r.goto, r.actions) for r in arp] == [
+        (LOOM_ADDRESS, Table.ROUTE, ()),
+        (None, None, ()),
+    ]
 
 
 def ticks(f: Fabric, start: float, end: float) -> Messages:
