@@ -16,16 +16,17 @@ starved controller would cost traffic. So a host's own switch holds, per host:
 Three rules per host, all on the host's own switch, and two per switch (a unicast ARP
 crosses the fabric, other ARP from a switch is dropped): 74 on a k=48 edge switch, and
 nothing grows with the fabric's size. The tenant check is the ingress's (a Loom address
-carries the tenant), the sender checks are the same as ADMIT's (port, MAC, IP). A broadcast request
-(a host's very first ARP for a peer, or after its entry was dropped) still goes to the
-controller: answering it at the edge would need an entry per peer on every switch.
+carries the tenant), the sender checks are the same as ADMIT's (port, MAC, IP). A
+broadcast request (a host's very first ARP for a peer, or after its entry was dropped)
+still goes to the controller: answering it at the edge would need an entry per peer on
+every switch.
 """
 
 from __future__ import annotations
 
 import ipaddress
 
-from controller.addressing import MARK, MARK_MASK, MARK_SHIFT, TENANT_MASK, mac_int, mac_str
+from controller.addressing import MARK, MARK_MASK, MARK_SHIFT, mac_str, of_tenant, parse
 from controller.model import (
     ETH_TYPE_ARP,
     META_FROM_FABRIC,
@@ -40,19 +41,13 @@ from controller.model import (
     Table,
     make_cookie,
 )
+from controller.tenants import OFPVID_NONE
 
 ARP_REQUEST, ARP_REPLY = 1, 2
-OFPVID_NONE = 0x0000
 PRIO_INGRESS = 910  # above CLASSIFY's ARP-to-controller rules (900)
 PRIO_RESPOND = 200  # in PIN, above flow pins (100)
 PRIO_TRANSIT = 150  # ... below the responders
 LOOM_ADDRESS = (mac_str(MARK << MARK_SHIFT), mac_str(MARK_MASK))
-
-
-def _same_tenant(address: str) -> tuple[str, str]:
-    """Every Loom address in the tenant ``address`` carries."""
-    mask = MARK_MASK | TENANT_MASK
-    return mac_str(mac_int(address) & mask), mac_str(mask)
 
 
 def transit_rules(cookie: int) -> tuple[FlowRule, FlowRule]:
@@ -71,6 +66,7 @@ def transit_rules(cookie: int) -> tuple[FlowRule, FlowRule]:
 def host_rules(rules: SwitchRules, mac: str, ip: str, port: int, address: str) -> None:
     """The ingress and the two responders of one host on its own switch."""
     cookie = make_cookie(CookieKind.ARP, int(ipaddress.IPv4Address(ip)))
+    tenant = (parse(address) or (0, 0, 0))[0]
     ingress = Match.of(
         in_port=port,
         eth_src=mac,
@@ -79,7 +75,7 @@ def host_rules(rules: SwitchRules, mac: str, ip: str, port: int, address: str) -
         arp_op=ARP_REQUEST,
         arp_sha=mac,
         arp_spa=ip,
-        eth_dst=_same_tenant(address),
+        eth_dst=of_tenant(tenant),
     )
     rules.add_flow(
         FlowRule(
