@@ -202,13 +202,20 @@ def delivery_plan(dest: int, hosts: list[tuple[Host, str]]) -> Plan:
     ARP for the host (``controller.responder``)."""
     rules = SwitchRules()
     for host, address in hosts:
-        at_host = make_cookie(CookieKind.HOST, _ip_int(host.ip))
-        actions = (SetField("eth_dst", host.mac), Output(host.port))
-        match = Match.of(eth_dst=address)
-        rules.add_flow(FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, match, actions, cookie=at_host))
-        if host.ip is not None:
-            responder.host_rules(rules, host.mac, host.ip, host.port, address)
+        for rule in _host_rules(host.mac, host.ip, host.port, address):
+            rules.add_flow(rule)
     return {dest: rules} if rules.flows else {}
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _host_rules(mac: str, ip: str | None, port: int, address: str) -> tuple[FlowRule, ...]:
+    """One host's rules on its switch, made once: a switch's delivery is planned again
+    whenever a host there comes or goes, and the others' rules are the same objects."""
+    at_host = make_cookie(CookieKind.HOST, _ip_int(ip))
+    actions = (SetField("eth_dst", mac), Output(port))
+    match = Match.of(eth_dst=address)
+    delivery = FlowRule(Table.ROUTE, PRIO_HOST_ROUTE, match, actions, cookie=at_host)
+    return (delivery, *(responder.host_rules(mac, ip, port, address) if ip else ()))
 
 
 Block = tuple[int, int, int]  # (first switch index, log2 of the block size, action)
@@ -442,7 +449,7 @@ def _additions(old: SwitchRules, new: SwitchRules) -> list[Message]:
         rule, before = new.flows[key], old.flows.get(key)
         if before is None:
             msgs.append(FlowMod(Op.ADD, rule))
-        elif before != rule:
+        elif before is not rule and before != rule:
             msgs.append(
                 FlowMod(Op.MODIFY if _flow_changed_in_place(before, rule) else Op.ADD, rule)
             )

@@ -37,7 +37,6 @@ from controller.model import (
     Match,
     Output,
     SetField,
-    SwitchRules,
     Table,
     make_cookie,
 )
@@ -63,7 +62,7 @@ def transit_rules(cookie: int) -> tuple[FlowRule, FlowRule]:
     )
 
 
-def host_rules(rules: SwitchRules, mac: str, ip: str, port: int, address: str) -> None:
+def host_rules(mac: str, ip: str, port: int, address: str) -> tuple[FlowRule, ...]:
     """The ingress and the two responders of one host on its own switch."""
     cookie = make_cookie(CookieKind.ARP, int(ipaddress.IPv4Address(ip)))
     tenant = (parse(address) or (0, 0, 0))[0]
@@ -77,7 +76,7 @@ def host_rules(rules: SwitchRules, mac: str, ip: str, port: int, address: str) -
         arp_spa=ip,
         eth_dst=of_tenant(tenant),
     )
-    rules.add_flow(
+    out = [
         FlowRule(
             Table.CLASSIFY,
             PRIO_INGRESS,
@@ -86,7 +85,7 @@ def host_rules(rules: SwitchRules, mac: str, ip: str, port: int, address: str) -
             goto=Table.QOS,
             cookie=cookie,
         )
-    )
+    ]
     turn = (
         SetField("eth_src", address),
         SetField("arp_op", ARP_REPLY),
@@ -105,4 +104,5 @@ def host_rules(rules: SwitchRules, mac: str, ip: str, port: int, address: str) -
             arp_tpa=ip,
         )
         actions = (CopyField(reply_to, "eth_dst"), *turn, Output(OFPP_IN_PORT))
-        rules.add_flow(FlowRule(Table.PIN, PRIO_RESPOND, match, actions, cookie=cookie))
+        out.append(FlowRule(Table.PIN, PRIO_RESPOND, match, actions, cookie=cookie))
+    return tuple(out)

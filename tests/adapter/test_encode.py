@@ -372,11 +372,8 @@ def test_the_async_config_asks_for_packet_ins_and_port_status_as_a_slave(
 
 
 def responder_rules() -> list[FlowRule]:
-    rules = SwitchRules()
-    responder.host_rules(rules, "02:00:00:00:00:01", "10.0.0.1", 3, pmac(7, 1, 3))
-    for rule in responder.transit_rules(COOKIE):
-        rules.add_flow(rule)
-    return list(rules.flows.values())
+    host = responder.host_rules("02:00:00:00:00:01", "10.0.0.1", 3, pmac(7, 1, 3))
+    return [*host, *responder.transit_rules(COOKIE)]
 
 
 def test_the_switches_arp_answer_encodes_and_ovs_reads_every_step(tmp_path: Path) -> None:

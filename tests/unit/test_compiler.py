@@ -35,6 +35,7 @@ from controller.model import (
     Table,
 )
 from controller.owners import OwnerKind
+from controller.responder import LOOM_ADDRESS
 from controller.routing import compute_routes
 from controller.topology import Host
 
@@ -150,7 +151,14 @@ def test_everything_bound_for_the_controller_is_metered() -> None:
         r.match.get("in_port"): r for r in plan.flows.values() if r.match.get("eth_type") == 0x0806
     }
     assert arp[1].meter != arp[2].meter  # one host's ARP cannot starve its neighbour's
-    assert arp[3].actions == () and arp[4].actions == ()  # ARP from another switch: dropped
+    # ARP from another switch: dropped, but unicast to a Loom address (routed on)
+    assert 3 not in arp and 4 not in arp
+    transit = [r for r in plan.flows.values() if r.match.get("metadata") == (1, 1)]
+    transit = [r for r in transit if r.match.get("eth_type") == 0x0806]
+    assert [(r.goto, r.actions, r.match.get("eth_dst")) for r in transit] == [
+        (Table.ROUTE, (), LOOM_ADDRESS),
+        (None, (), None),
+    ]
 
 
 def leaf_spine() -> nx.MultiDiGraph:
