@@ -188,6 +188,14 @@ bench-weights: setup
 bench-failover: setup
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.failover
 
+## Headless benchmark (docs/benchmarks.md §11 Headless operation): traffic between hosts that
+## talked before while no controller answers ARP (restart, SIGSTOP, CPU hog, 5 min without a
+## controller, etcd quorum lost), Linux's default and shortened neighbour timers side by side
+## on a plain k=4 fat-tree; JSON + PNG into results/headless (~10 min; ARGS='--quick' ~5).
+.PHONY: bench-headless
+bench-headless: setup
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.headless $(ARGS)
+
 ## Fuzz benchmark (docs/benchmarks.md §5 Hostile input): >= 10,000 generated policies, REST
 ## requests and frames each against the real loader, API and decoders; per-kind failures,
 ## slowest case and p50/p99 times; JSON + PNG into results/fuzz. No emulation, no root.

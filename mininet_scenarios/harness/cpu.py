@@ -5,6 +5,7 @@ one ovs-vswitchd, so a busy CPU invalidates a benchmark.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -57,3 +58,54 @@ def cpu_idle_sampler(interval: float = 0.5) -> Iterator[CpuIdle]:
             idle, total = _cpu_times()
             if total > start[1]:
                 result.samples.append(100.0 * (idle - start[0]) / (total - start[1]))
+
+
+OVS_VSWITCHD_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
+
+
+def ovs_vswitchd_pid() -> int | None:
+    """ovs-vswitchd's PID from its pidfile (None: not running or unreadable)."""
+    try:
+        with open(OVS_VSWITCHD_PIDFILE) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """Thread ID -> (name, user + system CPU seconds so far) of every thread of ``pid``.
+    The userspace datapath forwards in a few threads: one of them saturated caps the whole
+    fabric while the machine as a whole still looks idle."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def busiest_thread(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], seconds: float
+) -> dict[str, object] | None:
+    """The thread that used the most CPU between two :func:`thread_cpu_seconds` readings
+    ``seconds`` apart: its name and its share of one CPU in %."""
+    if seconds <= 0:
+        return None
+    best: tuple[float, str] | None = None
+    for tid, (name, used) in after.items():
+        delta = used - before.get(tid, (name, 0.0))[1]
+        if best is None or delta > best[0]:
+            best = (delta, f"{name}/{tid}")
+    if best is None:
+        return None
+    return {"thread": best[1], "cpu_pct": round(100.0 * best[0] / seconds, 1)}

@@ -1,15 +1,17 @@
 """Failures to inject into a running Loom stack, and waiting for it to recover: a switch
-losing power, a controller killed and restarted on the same ports. Every process started
-here is stopped by its PID.
+losing power, a controller killed and restarted on the same ports, or frozen (SIGSTOP: a
+process that holds its sockets but answers nothing, as a hung or starved one does). Every
+process started here is stopped by its PID.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,31 @@ def set_switch(net: Any, switch: str, up: bool) -> list[str]:
     for peer in sorted(set(net.graph.neighbors(switch))):
         touched += net.set_link(switch, peer, up)
     return touched
+
+
+def signal_controllers(controllers: Sequence[Any], signum: int) -> list[int]:
+    """``signum`` to each controller's whole process group (a :class:`ChildProcess` runs in a
+    session of its own, so its children get it too); the PIDs of those signalled."""
+    sent = []
+    for ctl in controllers:
+        pid = ctl.pid
+        if pid is None:
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signum)
+            sent.append(pid)
+    return sent
+
+
+@contextlib.contextmanager
+def frozen(controllers: Sequence[Any]) -> Iterator[list[int]]:
+    """SIGSTOP the controllers for the block, SIGCONT after it (even on error): they keep
+    their sockets open, so switches see a peer that is there and answers nothing."""
+    pids = signal_controllers(controllers, signal.SIGSTOP)
+    try:
+        yield pids
+    finally:
+        signal_controllers(controllers, signal.SIGCONT)
 
 
 def set_backoff(bridges: Iterable[str], max_backoff_ms: int = 1000) -> None:
