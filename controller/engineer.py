@@ -205,10 +205,19 @@ class TrafficEngineer:
         measured they are one link's demand at most, and a fabric path of the same rate
         carries them together at no cost. Counted apart, a short connection just before a
         bulk one (iperf3's control connection, an RPC before a transfer) would count as a
-        second elephant and push the next host pair's bulk flow onto the first's path."""
+        second elephant and push the next host pair's bulk flow onto the first's path.
+        A mate already measured as a mouse is joined as well (its share is its measured
+        rate): on a busy host the bulk connection can follow its control connection by
+        longer than the mate stays young."""
         mate = self._young_pairs.get((key.ipv4_src, key.ipv4_dst))
-        held = self._young.get(mate) if mate is not None else None
-        if mate is None or held is None or held[0] not in cands:
+        if mate is None:
+            return None
+        held = self._young.get(mate)
+        if held is None:
+            grown = self.flows.flows.get(mate)
+            path = self.paths.get(mate) if grown is not None and not grown.elephant else None
+            return path if path in cands else None
+        if held[0] not in cands:
             return None
         path, share = held
         self._young[mate] = (path, 0.0)
@@ -262,13 +271,14 @@ class TrafficEngineer:
                 plans[owner_of(back.key)] = self._plan(back, topo, routes)
         return plans
 
-    def _grown_up(self, key: FlowKey) -> None:
-        """A placed flow's rate is measured (or it is gone): the counters show it now."""
+    def _grown_up(self, key: FlowKey, gone: bool = False) -> None:
+        """A placed flow's rate is measured (or it is ``gone``): the counters show it now.
+        A measured flow stays its host pair's mate (``_pair_path``) until it is gone."""
         placed = self._young.pop(key, None)
+        if gone and self._young_pairs.get((key.ipv4_src, key.ipv4_dst)) == key:
+            del self._young_pairs[(key.ipv4_src, key.ipv4_dst)]
         if placed is None:
             return
-        if self._young_pairs.get((key.ipv4_src, key.ipv4_dst)) == key:
-            del self._young_pairs[(key.ipv4_src, key.ipv4_dst)]
         if not self._young:
             self._young_load.clear()  # (no drift from the running sums)
             return
@@ -521,7 +531,7 @@ class TrafficEngineer:
         )
 
     def _drop(self, key: FlowKey) -> None:
-        self._grown_up(key)
+        self._grown_up(key, gone=True)
         self.engineered.discard(key)
         self.acks.discard(key)
         self.paths.pop(key, None)

@@ -79,6 +79,26 @@ def test_bulk_flows_after_their_control_connections_are_placed_apart() -> None:
         ) == [1.0, 1.0]
 
 
+def test_a_bulk_flow_joins_its_control_connection_measured_as_a_mouse() -> None:
+    """On a busy host the bulk connection can come after its control connection has been
+    measured (a mouse, no longer young): it still joins it, so the pairs stay apart."""
+    for base in range(41000, 41400, 50):  # the flows' ids decide ties: many draws
+        sim = LoomSim(fat_tree(4), CONFIG).start()
+        controls = [
+            (src, dst, sim.start_flow(src, dst, base + i, 0.01))
+            for i, (src, dst) in enumerate((("h1", "h5"), ("h2", "h6")))
+        ]
+        sim.advance(1.0)  # measured: no longer young
+        assert sim.core.te._young == {}
+        bulk = []
+        for src, dst, pkt in controls:
+            control = only_path(sim.fake.trace(src, pkt), dst)
+            data = only_path(sim.fake.trace(src, sim.start_flow(src, dst, 40000, mbps=9)), dst)
+            assert data == control
+            bulk.append(data)
+        assert bulk[0][2] != bulk[1][2]  # out of e0_0 by different aggregation switches
+
+
 def test_a_new_flow_avoids_the_load_the_counters_measure() -> None:
     sim = LoomSim(fat_tree(4), CONFIG).start()
     edge = sim.graph.nodes["e0_0"]["dpid"]
