@@ -292,14 +292,19 @@ class FabricApp(BaseApp):  # type: ignore[misc]
 
     # -- timers ---------------------------------------------------------------
     def _tick_loop(self) -> None:
+        """A tick every ``TICK_SECONDS`` and, while planning is left, its slices in
+        between, other events between slices: the tick's LLDP, ageing and polls keep
+        their pace however long a re-plan takes."""
+        last = 0.0
         while True:
-            hub.sleep(TICK_SECONDS)
+            hub.sleep(0 if self.fabric.busy else TICK_SECONDS)
             try:
                 now = time.monotonic()
-                self.send(self.fabric.tick(now, held=self.roles.fenced(now)))
-                while self.fabric.busy:  # a re-plan's remaining slices, other events between
-                    hub.sleep(0)
-                    self.send(self.fabric.work(time.monotonic()))
+                if now - last >= TICK_SECONDS:
+                    last = now
+                    self.send(self.fabric.tick(now, held=self.roles.fenced(now)))
+                else:
+                    self.send(self.fabric.work(now))
             except Exception:  # keep the loop alive; the error is logged with its trace
                 self.logger.exception("tick failed")
 

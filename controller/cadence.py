@@ -34,6 +34,7 @@ class Cadence:
     interval: float  # nominal seconds between two visits of one switch
     rate: float  # units a second at most, over the whole fabric
     _last: dict[int, float] = field(default_factory=dict)
+    _before: dict[int, float] = field(default_factory=dict)  # the visit before the last
     _tick: float | None = None
 
     def period(self, total: float) -> float:
@@ -49,6 +50,7 @@ class Cadence:
         budget = max(self.rate * elapsed, 1.0)
         for gone in set(self._last) - set(weights):
             del self._last[gone]
+            self._before.pop(gone, None)
         waiting = sorted(
             (self._last.get(d, -math.inf), d)
             for d in weights
@@ -61,12 +63,22 @@ class Cadence:
                 break
             out.append(dpid)
             spent += weights[dpid]
-            self._last[dpid] = now
+            self.visited(now, dpid)
         return sorted(out)
 
     def visited(self, now: float, dpid: int) -> None:
-        """A visit made outside the cadence (e.g. LLDP when a switch connects)."""
+        """A visit (also one made outside the cadence, e.g. LLDP when a switch connects)."""
+        last = self._last.get(dpid)
+        if last is not None and last != now:  # (``due`` and the sender both record it)
+            self._before[dpid] = last
         self._last[dpid] = now
+
+    def visited_between(self, dpid: int, after: float, until: float) -> bool:
+        """Whether one of the last two visits of ``dpid`` fell in ``(after, until]``."""
+        return any(
+            t is not None and after < t <= until
+            for t in (self._last.get(dpid), self._before.get(dpid))
+        )
 
 
 def lldp_on(dpid: int, ports: list[int]) -> Messages:

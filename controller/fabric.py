@@ -147,7 +147,10 @@ class Fabric:
         self._last_change = 0.0  # last time the routed graph changed
 
     def address_of(self, host: Host) -> str:
-        """The MAC Loom hands out for ``host`` (see ``controller.addressing``)."""
+        """The MAC Loom hands out for ``host`` (see ``controller.addressing``); the first
+        on a switch fixes its index, laid out on the fabric as learned so far."""
+        if not self.book.fixed(host.dpid) and self.routing.arrange(self.topo, self._dests()):
+            self._replan_due = True  # routes planned on the indexes before
         return self.book.address(host.mac, host.dpid, self.tenants.id_of(host.tenant), host.port)
 
     def inputs(self) -> PlanInputs:
@@ -206,9 +209,10 @@ class Fabric:
         self.store.adopt(dpid, held)
         self._recover_hosts(now, dpid, held)
         self.events["switch_adopted"] += 1
-        if self._dirty:  # switches are coming up: planned once discovery pauses
-            return {}
-        return self._replan_all(now)
+        if dpid in self.sync.repaired_at and not self._dirty:  # a repair: at once
+            return self._replan_all(now)
+        self._mark_dirty(now)  # connected: planned in a batch (they come by the hundred)
+        return {}
 
     def _recover_hosts(self, now: float, dpid: int, held: SwitchRules) -> None:
         for mac, ip, port, address in held_hosts(held):
@@ -235,14 +239,10 @@ class Fabric:
     def port_status(self, now: float, dpid: int, desc: PortDesc, deleted: bool = False) -> Messages:
         """PortStatus: a dead port takes its links down now, without waiting for LLDP."""
         self.events["port_status"] += 1
-        log.info(
-            "port %016x:%d %s",
-            dpid,
-            desc.port_no,
-            "deleted" if deleted else ("up" if desc.up else "down"),
-        )
+        state = "deleted" if deleted else ("up" if desc.up else "down")
+        log.info("port %016x:%d %s", dpid, desc.port_no, state)
         out: Messages = {}
-        if self.topo.port_changed(dpid, desc, deleted):
+        if self.topo.port_changed(dpid, desc, deleted, now):
             merge(out, self._replan_all(now))
         if desc.up and not deleted and desc.port_no <= MAX_PHYSICAL_PORT:
             merge(out, lldp_on(dpid, [desc.port_no]))
@@ -349,8 +349,10 @@ class Fabric:
         out: Messages = {}
         window = 2 * self.polls.period(len(self.topo.switches))
         receiving = lambda: self.telemetry.receiving(now, window)  # noqa: E731
-        stretch = self.lldp.period(self._ports) / self.config.lldp_interval
-        expired = self.topo.expire_links(now, self.config.lldp_timeout * stretch, receiving)
+        period = self.lldp.period(self._ports)
+        timeout = self.config.lldp_timeout * period / self.config.lldp_interval
+        asked = lambda d, seen: self.lldp.visited_between(d, seen, now - period)  # noqa: E731
+        expired = self.topo.expire_links(now, timeout, receiving, asked)
         for link in expired:
             log.warning("link %016x:%d -> %016x:%d: no LLDP for %.1f s, removed", *link.src,
                         *link.dst, now - link.last_seen)  # fmt: skip
@@ -503,7 +505,7 @@ class Fabric:
         self._dirty = False
         self._last_change = max(self._last_change, now)
         started = self.timer()
-        self._replan_due = not self.keeper.advance(self.topo, self._destinations())
+        self._replan_due = not self.keeper.advance(self.topo, self._dests())
         if self._replan_due:  # (``work`` goes on with it)
             self.timings.append(("routes", self.timer() - started))
             return {}
@@ -548,7 +550,7 @@ class Fabric:
                 self.lldp.visited(now, dpid)
         return out
 
-    def _destinations(self) -> list[int]:
+    def _dests(self) -> list[int]:
         """Switches hosts can be on: those with edge ports (or hosts)."""
         dests = set(self.topo.host_switches())
         dests.update(d for d in self.topo.switches if self.topo.edge_ports(d))

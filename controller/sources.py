@@ -21,6 +21,7 @@ import numpy as np
 
 from controller.addressing import AddressBook
 from controller.compiler import base_plan, delivery_plan, route_plan, union_plans
+from controller.grouping import leaf_groups, neighbours
 from controller.limits import NO_LIMITS, Limits, SwitchLimits
 from controller.model import PortRef, SwitchRules
 from controller.owners import Owner, OwnerKind, Plan, Plans
@@ -172,9 +173,24 @@ class Routing:
     # per switch: (from hosts, its profile, plan)
     _plans: dict[int, tuple[bool, SwitchLimits, Plan]] = field(default_factory=dict)
     _seen: dict[int, tuple[int, Limits]] = field(default_factory=dict)  # port stamp, limits
+    _arranged: tuple[int, list[int]] | None = None  # graph version and dests laid out
+
+    def arrange(self, topo: Topology, dests: list[int]) -> bool:
+        """Switch indexes laid out by the fabric's shape (``AddressBook.arrange``), once
+        per learned graph; True when one moved (routes planned before are out of date)."""
+        dests = sorted(dests)
+        key = (topo.version, dests)
+        if key == self._arranged:
+            return False
+        self._arranged = key
+        before = dict(self.book.index_of)
+        self.book.arrange(leaf_groups(dests, neighbours(topo)))
+        return any(before.get(d) != i for d, i in self.book.index_of.items())
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
-        indexes = [self.book.switch_index(d) for d in inputs.routes.dests]  # type: ignore[arg-type]
+        dests: list[int] = inputs.routes.dests  # type: ignore[assignment]
+        self.arrange(inputs.topo, dests)
+        indexes = [self.book.switch_index(d) for d in dests]
         # a switch's plan depends on its routes and on the address index of every
         # destination (a restart may adopt other indexes): either changing re-plans it
         change = touched(self._routes, inputs.routes) if indexes == self._indexes else None

@@ -19,6 +19,8 @@ GRAPH_LOG_KEPT = 64  # graph changes remembered for ``changes_since``
 # Switches changed at once from which the graph is built afresh over several calls
 # (``graph_ready``) rather than relinked in place in one (about 0.25 ms a switch at k=48).
 GRAPH_REBUILD_AT = 256
+EARLY_LLDP = 5.0  # seconds an LLDP heard on a port believed down waits for its PortStatus
+MAX_EARLY = 65536  # ... and how many such frames are kept at most
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,8 @@ class Topology:
         self.host_stamps: dict[int, int] = {}
         self._host_switches: frozenset[int] | None = None
         self._pairs: set[tuple[int, int]] = set()
+        # LLDP heard on a port believed down (its PortStatus up not in yet): port -> frame
+        self._early: dict[PortRef, tuple[PortRef, PortRef, float]] = {}
         # No link was last seen before this (a lower bound: links are only ever seen
         # again later, added now or removed), so expiry need not walk every link per tick.
         self._oldest_seen = float("inf")
@@ -129,8 +133,12 @@ class Topology:
             self.host_changed(dpid)
         return True
 
-    def port_changed(self, dpid: int, desc: PortDesc, deleted: bool = False) -> bool:
-        """Record a PortStatus; a port going down takes its links down at once."""
+    def port_changed(
+        self, dpid: int, desc: PortDesc, deleted: bool = False, now: float | None = None
+    ) -> bool:
+        """Record a PortStatus; a port going down takes its links down at once. A port
+        coming up takes the link whose LLDP it heard, up to ``EARLY_LLDP`` s before, while
+        still believed down (the two ends' PortStatus race their LLDP)."""
         switch = self.switches.get(dpid)
         if switch is None:
             return False
@@ -140,8 +148,11 @@ class Topology:
             switch.ports[desc.port_no] = desc
         self._ports_changed(dpid)
         self._stale.add(dpid)
+        early = self._early.pop((dpid, desc.port_no), None)
         if deleted or not desc.up:
             return self._drop_links_at((dpid, desc.port_no))
+        if early is not None and now is not None and now - early[2] <= EARLY_LLDP:
+            return self.link_seen(now, early[0], early[1])
         return False
 
     def reported_bps(self, ref: PortRef) -> float:
@@ -166,6 +177,11 @@ class Topology:
         if max(src[1], dst[1]) > MAX_PHYSICAL_PORT:  # LOCAL, CONTROLLER...: no cable there
             return False
         if not (self.port_up(src) and self.port_up(dst)):
+            if len(self._early) >= MAX_EARLY:
+                self._early = {p: e for p, e in self._early.items() if now - e[2] <= EARLY_LLDP}
+            for ref in (src, dst):
+                if not self.port_up(ref) and len(self._early) < MAX_EARLY:
+                    self._early[ref] = (src, dst, now)
             return False
         if self.host_on(src) is not None or self.host_on(dst) is not None:
             return False
@@ -191,14 +207,23 @@ class Topology:
         now: float,
         timeout: float,
         receiving: set[PortRef] | Callable[[], set[PortRef]] | None = None,
+        asked: Callable[[int, float], bool] | None = None,
     ) -> list[Link]:
         """Drop links whose LLDP stopped arriving. A link whose far end is still
         ``receiving`` traffic is alive whatever LLDP says: under congestion the frames
         can queue behind data for longer than the timeout. (``receiving`` may be a
-        function: asked only when some link is past its timeout.)"""
+        function: asked only when some link is past its timeout.) ``asked(dpid, seen)``:
+        whether LLDP went out of the link's switch after ``seen`` long enough ago to be
+        back; a link nobody asked about is kept, silent or not (a controller too busy to
+        send LLDP learns nothing from hearing none)."""
         if now - self._oldest_seen <= timeout:  # no link can be past it yet
             return []
-        old = [link for link in self.links.values() if now - link.last_seen > timeout]
+        old = [
+            link
+            for link in self.links.values()
+            if now - link.last_seen > timeout
+            and (asked is None or asked(link.src[0], link.last_seen))
+        ]
         if callable(receiving):
             receiving = receiving() if old else None
         dead = []

@@ -259,10 +259,13 @@ class LoomSim:
         self._handle_trace(trace, frame)
         return trace
 
-    def announce_hosts(self) -> None:
-        """Every host ARPs for the next one (what pingall's first packets do)."""
+    def announce_hosts(self, only: list[str] | None = None) -> None:
+        """Every host (or those ``only``) ARPs for the next one (what pingall's first
+        packets do)."""
         hosts = host_list(self.graph)
         for i, h in enumerate(hosts):
+            if only is not None and h not in only:
+                continue
             a, b = self.graph.nodes[h], self.graph.nodes[hosts[(i + 1) % len(hosts)]]
             self.host_sends(
                 h,

@@ -11,7 +11,7 @@ import networkx as nx
 from topologies.custom import FabricFileError, dump_fabric, load_fabric, parse_fabric
 from topologies.dragonfly import dragonfly
 from topologies.fat_tree import fat_tree
-from topologies.graph import TopologyError, validate
+from topologies.graph import TopologyError, shuffle_ids, validate
 from topologies.leaf_spine import leaf_spine
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "leaf_spine",
     "load_fabric",
     "parse_fabric",
+    "shuffle_ids",
     "validate",
 ]
 

@@ -21,6 +21,8 @@ Mininet interface names (``<node>-eth<port>``) fit Linux's 15 characters.
 
 from __future__ import annotations
 
+import random
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -183,3 +185,17 @@ def prefixed(graph: nx.MultiGraph, prefix: str) -> nx.MultiGraph:
         d["ports"] = {mapping[n]: p for n, p in d["ports"].items()}
     g.graph["name"] = f"{prefix}-{graph.graph.get('name', 'fabric')}"
     return g
+
+
+def shuffle_ids(graph: nx.MultiGraph, seed: str = "") -> nx.MultiGraph:
+    """Datapath ids as real switches have them: MAC-derived, 48 random-looking bits in no
+    relation to a switch's place (generators number switches by position). Seeded, so a
+    run can be repeated; changes ``graph`` in place and returns it."""
+    rng = random.Random(zlib.crc32((seed or str(graph.graph.get("name", ""))).encode()))
+    switches = [n for n, d in graph.nodes(data=True) if d["kind"] == "switch"]
+    ids: set[int] = set()
+    while len(ids) < len(switches):
+        ids.add(rng.getrandbits(48) | 1)
+    for node, dpid in zip(switches, rng.sample(sorted(ids), len(ids)), strict=True):
+        graph.nodes[node]["dpid"] = dpid
+    return graph

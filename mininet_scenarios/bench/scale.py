@@ -54,7 +54,7 @@ from controller.jobspec import JobSpec
 from controller.settings import Settings
 from mininet_scenarios.bench.scale_report import TARGETS, report
 from mininet_scenarios.bench.scale_wire import Tally, Wire
-from topologies import by_name
+from topologies import by_name, shuffle_ids
 
 FAT_TREES = [f"fat_tree:k={k}" for k in (4, 8, 16, 24, 32, 48)]
 DRAGONFLIES = ["dragonfly:a=4,p=2,h=2,g=9", "dragonfly:a=8,p=4,h=4,g=33"]
@@ -392,9 +392,13 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def run_size(spec: str, budget: float, cluster: bool = False) -> dict[str, Any]:
+def run_size(
+    spec: str, budget: float, cluster: bool = False, ids: str = "shuffled"
+) -> dict[str, Any]:
     """Every phase on one fabric, in this process; stops at the budget."""
     graph = by_name(spec)
+    if ids == "shuffled":
+        shuffle_ids(graph, spec)
     fabric = Fabric(core_config(cluster), timer=time.perf_counter)
     wire = Wire(graph, fabric)
     doc: dict[str, Any] = {
@@ -402,6 +406,7 @@ def run_size(spec: str, budget: float, cluster: bool = False) -> dict[str, Any]:
         "name": graph.graph.get("name", spec),
         "family": graph.graph.get("kind", spec.partition(":")[0]),
         "switches": len(wire.tables),
+        "ids": ids,
         "hosts": len(wire.hosts),
         "links": len(wire.expected_links) // 2,
         "budget_s": budget,
@@ -439,13 +444,16 @@ def run_size(spec: str, budget: float, cluster: bool = False) -> dict[str, Any]:
     return doc
 
 
-def run_child(spec: str, budget: float, cluster: bool = False) -> dict[str, Any]:
+def run_child(
+    spec: str, budget: float, cluster: bool = False, ids: str = "shuffled"
+) -> dict[str, Any]:
     """``run_size`` in a subprocess of its own (its peak RSS is that size's alone)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "size.json"
         cmd = [sys.executable, "-m", "mininet_scenarios.bench.scale", "--one", spec]
         cmd += ["--budget", str(budget), "--child-out", str(out)]
         cmd += ["--cluster"] if cluster else []
+        cmd += ["--ids", ids]
         limit = 3 * budget + 300  # a single core call can outlast the budget
         try:
             proc = subprocess.run(cmd, timeout=limit, check=False)
@@ -484,6 +492,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="the core as a cluster instance plans (fresh detours)",
     )
+    ap.add_argument(
+        "--ids",
+        choices=("shuffled", "consecutive"),
+        default="shuffled",
+        help="datapath ids: random as real switches' (default) or numbered by position",
+    )
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child: one size, in this process
     ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -511,7 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.one:
         write_json(
-            args.child_out or Path("size.json"), run_size(args.one, args.budget, args.cluster)
+            args.child_out or Path("size.json"),
+            run_size(args.one, args.budget, args.cluster, args.ids),
         )
         return 0
     from mininet_scenarios.bench.patterns_report import loom_version
@@ -523,6 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "started": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": " ".join(["python -m mininet_scenarios.bench.scale", *(argv or sys.argv[1:])]),
         "budget_s": args.budget,
+        "ids": args.ids,
         "config": repr(core_config(args.cluster)),
         "targets": TARGETS,
         "loom": loom_version(),
@@ -537,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             doc["sizes"].append({"spec": spec, "switches": n, "skipped": True})
             continue
         say(f"== {spec}")
-        result = run_child(spec, args.budget, args.cluster)
+        result = run_child(spec, args.budget, args.cluster, args.ids)
         result.setdefault("switches", n)
         if "error" in result or not result.get("settle", {}).get("settled"):
             failed[family] = min(n, failed.get(family, n))

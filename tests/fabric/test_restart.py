@@ -105,6 +105,7 @@ def test_a_switch_that_lost_its_tables_gets_everything_again() -> None:
         PortDesc(OFPP_LOCAL, name="e0_0")
     ]
     sim.apply(sim.core.switch_up(sim.now, e00, ports))  # ... and reconnected
+    sim.advance(1.0)  # switches read back are planned in a batch (they come by the hundred)
     assert snapshot(sim)[e00] == before
     assert sim.fake.reachability(explore_all=False).ok
 

@@ -61,11 +61,57 @@ def test_a_restarted_controller_adopts_the_addresses_switches_hold() -> None:
     assert parse(book.address("02:00:00:00:00:0c", 5, 3)) == (3, 5, 1023)
 
 
-def test_a_collision_takes_the_lowest_free_index() -> None:
+def test_a_collision_takes_the_highest_free_index() -> None:
     book = AddressBook()
     clash = (1 << 14) - 1 + 4  # too large: maps onto index 5 as well
     assert book.switch_index(5) == 5
-    assert book.switch_index(clash) == 1
+    assert book.switch_index(clash) == (1 << 14) - 1
+
+
+SHUFFLED = [0x9F3A_0000_0001, 0x0012_7777_0003, 0x4400_0000_00FF, 0x0000_0000_0002]
+PODS = [SHUFFLED[:2], SHUFFLED[2:], [0xA1, 0xA2, 0xA3]]
+
+
+def _range_of(book: AddressBook, group: list[int]) -> set[int]:
+    """The aligned power-of-two range each member's index falls in."""
+    size = 1 << (len(group) - 1).bit_length()
+    return {book.index_of[d] // size for d in group}
+
+
+def test_each_group_gets_one_aligned_range_whatever_the_dpids() -> None:
+    book = AddressBook()
+    book.arrange(PODS)
+    for group in PODS:
+        assert len(_range_of(book, group)) == 1
+    indexes = [book.switch_index(d) for g in PODS for d in g]
+    assert 0 not in indexes and len(set(indexes)) == len(indexes)
+    again = AddressBook()
+    again.arrange(list(reversed([list(reversed(g)) for g in PODS])))
+    assert again.index_of == book.index_of  # the same fabric gives the same layout
+
+
+def test_a_movable_index_follows_the_fabric_and_a_handed_out_one_stays() -> None:
+    book = AddressBook()
+    book.arrange([[d] for g in PODS for d in g])  # early: no links known, every switch alone
+    fixed = SHUFFLED[2]
+    kept = parse(book.address("02:00:00:00:00:01", fixed, 0, port=1))
+    book.arrange(PODS)  # the links are in: the pods are known
+    assert parse(book.address("02:00:00:00:00:01", fixed, 0, port=1)) == kept
+    for group in PODS:
+        assert len(_range_of(book, group)) == 1  # its pod's range was chosen around it
+    book.arrange([PODS[0]])  # switches in no group lose a movable index only
+    assert fixed in book.index_of and PODS[2][0] not in book.index_of
+
+
+def test_a_read_back_address_takes_its_index_from_a_movable_switch() -> None:
+    book = AddressBook()
+    book.arrange(PODS)
+    movable = PODS[0][0]
+    index = book.index_of[movable]
+    book.adopt(0x77, "02:00:00:00:00:09", pmac(1, index, 4))
+    assert book.index_of[0x77] == index and book.index_of.get(movable) != index
+    book.arrange([*PODS, [0x77]])
+    assert book.index_of[0x77] == index and len(set(book.index_of.values())) == len(book.index_of)
 
 
 def test_slots_run_out_with_a_clear_error() -> None:
