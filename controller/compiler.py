@@ -281,6 +281,7 @@ def route_plan(
     indexes: Sequence[int],
     from_hosts: bool,
     limits: SwitchLimits = OPEN_VSWITCH,
+    hops: Hops | None = None,
 ) -> SwitchRules:
     """One switch's routes towards every destination switch, by Loom address.
 
@@ -289,10 +290,10 @@ def route_plan(
     select group over them (hashed per flow), only where hosts can be. The most common
     next-hop set becomes a default; the rest are aligned blocks of switch indexes, so a
     fat-tree's core holds a few rules per pod, not one per host. ``indexes``: the
-    address index of each of ``routes.dests``."""
+    address index of each of ``routes.dests``; ``hops``: ``next_hops``, if known."""
     cookie = make_cookie(CookieKind.ROUTE, dpid)
     rules = SwitchRules()
-    sets, actions = _next_hop_sets(dpid, routes, indexes)
+    sets, actions = _next_hop_sets(dpid, routes, indexes, hops)
     counts = Counter(a for a in actions.values() if a != TO_CONTROLLER)
     default = min(counts, key=lambda a: (-counts[a], sets[a])) if counts else None
     transit = (META_FROM_FABRIC, META_FROM_FABRIC)
@@ -348,21 +349,35 @@ def _from_host_rules(
         rules.add_flow(FlowRule(Table.ROUTE, PRIO_ROUTE, match, (hop,), cookie=cookie))
 
 
-def _next_hop_sets(
-    dpid: int, routes: Routes, indexes: Sequence[int]
-) -> tuple[list[tuple[int, ...]], dict[int, int]]:
-    """Distinct next-hop port sets of one switch, and per destination switch index the
-    set it uses (``TO_CONTROLLER`` for the switch itself and unreachable ones)."""
+Hops = tuple[list[tuple[int, ...]], np.ndarray]  # next-hop port sets; per column, its set
+
+
+def next_hops(dpid: int, routes: Routes, dead: frozenset[int] = frozenset()) -> Hops:
+    """Distinct next-hop port sets of one switch, and per destination column of
+    ``routes`` the set it uses (``TO_CONTROLLER`` for the switch itself and unreachable
+    ones). ``dead`` ports are left out of every set."""
     ports, tight = routes.tight(dpid)
     if not tight.size:
-        return [], dict.fromkeys(indexes, TO_CONTROLLER)
+        return [], np.full(len(routes.dests), TO_CONTROLLER, np.int32)
+    if dead:
+        tight = tight.copy()
+        tight[[i for i, p in enumerate(ports) if p in dead]] = False
     if dpid in routes.column:
         tight[:, routes.column[dpid]] = False
     patterns, which = _distinct_columns(tight)
     sets = [tuple(p for p, t in zip(ports, row, strict=True) if t) for row in patterns]
-    ids = [i if ports else TO_CONTROLLER for i, ports in enumerate(sets)]
-    actions = dict(zip(indexes, (ids[w] for w in which.ravel().tolist()), strict=True))
-    return sets, actions
+    ids = np.array([i if ports else TO_CONTROLLER for i, ports in enumerate(sets)], np.int32)
+    return sets, ids[which.ravel()]
+
+
+def _next_hop_sets(
+    dpid: int, routes: Routes, indexes: Sequence[int], hops: Hops | None = None
+) -> tuple[list[tuple[int, ...]], dict[int, int]]:
+    """``next_hops`` by destination switch index."""
+    sets, ids = hops if hops is not None else next_hops(dpid, routes)
+    if not sets:
+        return [], dict.fromkeys(indexes, TO_CONTROLLER)
+    return sets, dict(zip(indexes, ids.tolist(), strict=True))
 
 
 def _distinct_columns(tight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

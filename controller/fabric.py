@@ -24,8 +24,6 @@ from controller.jobs import JobBook
 from controller.jobspec import JobSpec
 from controller.limits import NO_LIMITS
 from controller.model import (
-    COOKIE_BASE,
-    COOKIE_MARK_MASK,
     MAX_PHYSICAL_PORT,
     OFPP_TABLE,
     ArpFrame,
@@ -36,7 +34,6 @@ from controller.model import (
     GroupRule,
     GroupStats,
     LldpFrame,
-    Message,
     Messages,
     MeterRule,
     Output,
@@ -46,10 +43,7 @@ from controller.model import (
     PortRef,
     PortStats,
     RawFrame,
-    StatsKind,
-    StatsRequest,
     SwitchRules,
-    Table,
     cookie_kind,
     merge,
 )
@@ -67,6 +61,7 @@ from controller.sources import (
     TenantAdmission,
 )
 from controller.sync import SwitchSync
+from controller.telemetry import poll_requests
 from controller.tenants import TenantView, readmit
 from controller.topology import Host, Topology
 
@@ -149,7 +144,7 @@ class Fabric:
     def address_of(self, host: Host) -> str:
         """The MAC Loom hands out for ``host`` (see ``controller.addressing``); the first
         on a switch fixes its index, laid out on the fabric as learned so far."""
-        if not self.book.fixed(host.dpid) and self.routing.arrange(self.topo, self._dests()):
+        if not self.book.fixed(host.dpid) and self.routing.arrange(self.topo, self._dests):
             self._replan_due = True  # routes planned on the indexes before
         return self.book.address(host.mac, host.dpid, self.tenants.id_of(host.tenant), host.port)
 
@@ -242,8 +237,12 @@ class Fabric:
         state = "deleted" if deleted else ("up" if desc.up else "down")
         log.info("port %016x:%d %s", dpid, desc.port_no, state)
         out: Messages = {}
+        ends = self.topo.ends_at((dpid, desc.port_no)) if deleted or not desc.up else {}
         if self.topo.port_changed(dpid, desc, deleted, now):
             merge(out, self._replan_all(now))
+        if self._replan_due:  # no routes yet: the ends keep theirs, without the dead link
+            guarded = self.failover.protection.first
+            merge(out, self._commit(self.routing.interim(self.inputs(), ends, guarded, True)))
         if desc.up and not deleted and desc.port_no <= MAX_PHYSICAL_PORT:
             merge(out, lldp_on(dpid, [desc.port_no]))
         return out
@@ -291,11 +290,9 @@ class Fabric:
         dest = self.dests.routed_to(dst_mac) if dst_mac else None
         delivery = self.store.parts.get((OwnerKind.DEST, dest), {}).get(dest or 0)
         routed = dest == pkt.dpid or (OwnerKind.ROUTE, pkt.dpid) in self.store.parts
-        if (
-            not pkt.data
-            or delivery is None
-            or not routed
-            or not any(r.match.get("eth_dst") == frame.eth_dst for r in delivery.flows.values())
+        flows = delivery.flows.values() if delivery is not None else ()
+        if not (
+            pkt.data and routed and any(r.match.get("eth_dst") == frame.eth_dst for r in flows)
         ):
             self.events["route_miss_dropped"] += 1
             return {}
@@ -430,35 +427,22 @@ class Fabric:
             return out
         if self.failover.waiting:  # more detours; once all are in, the routes they change
             before = self.failover.protection
-            out = self._commit(self.failover.plan_all(self.inputs()))
-            after = self.failover.protection
-            for dpid in self.routing.planned():
-                here = (after.first.get(dpid), after.arrivals.get(dpid))
-                if here != (before.first.get(dpid), before.arrivals.get(dpid)):
-                    self._reguard.add(dpid)
-            return out
+            plans = self.failover.plan_all(self.inputs())  # (routes to groups that go: first)
+            moved, first = self.failover.moved(before), self.failover.protection.first
+            self._reguard.update(moved & self.routing.planned().keys())
+            return self._commit({**self.routing.interim(self.inputs(), moved, first), **plans})
         planned = self.routing.planned()  # routes guarded by new failover groups, a slice
         some = sorted(self._reguard)[: self.routing.slice_size()]
         self._reguard.difference_update(some)
         return self._commit({(OwnerKind.ROUTE, d): planned[d] for d in some if d in planned})
 
     def _poll(self, due: list[int]) -> Messages:
-        """Counters from the switches ``due``: ports always; groups where hosts send (the
-        select groups are there); the PIN table's Loom rules where flows or jobs enter."""
-        flows = StatsRequest(StatsKind.FLOW, Table.PIN, COOKIE_BASE, COOKIE_MARK_MASK)
+        """Counters from the switches ``due`` (``telemetry.poll_requests``)."""
         ingresses = {f.ingress for f in self.te.flows.flows.values()}
         members = self.jobs.members()
         if members:
             ingresses |= {h.dpid for h in self.topo.hosts.values() if h.ip in members}
-        out: Messages = {}
-        for dpid in due:
-            msgs: list[Message] = [StatsRequest(StatsKind.PORT)]
-            if self.topo.edge_ports(dpid):  # select groups live where hosts can send
-                msgs.append(StatsRequest(StatsKind.GROUP))
-            if dpid in ingresses:
-                msgs.append(flows)
-            out[dpid] = msgs
-        return out
+        return poll_requests(due, self.topo.edge_ports, ingresses)
 
     # -- planning -------------------------------------------------------------
     def _commit(self, plans: Plans) -> Messages:
@@ -511,12 +495,15 @@ class Fabric:
             return {}
         self.routes = self.keeper.routes
         self.events["replan_all"] += 1
-        inputs = self.inputs()
-        plans: Plans = {}
+        inputs, plans, before = self.inputs(), {}, self.failover.protection
         for source in self.sources:
             plans.update(source.plan_all(inputs))
         self.timings.append(("routes", self.timer() - started))
-        waiting = {(OwnerKind.ROUTE, d) for d in self.routing.pending}  # keep what they hold
+        # switches waiting for their turn keep what they hold, but not into a dead link nor
+        # through a failover group that just went (``controller.repair``)
+        changed = self.failover.moved(before) | self.routing.urgent
+        plans = {**self.routing.interim(inputs, changed, self.failover.protection.first), **plans}
+        waiting = {(OwnerKind.ROUTE, d) for d in self.routing.pending} - plans.keys()
         waiting.update((OwnerKind.BASE, d) for d in self.base.pending)
         swept = {kind for source in self.sources for kind in source.kinds}
         for owner in self.store.parts:  # (every owner once, not once per kind)

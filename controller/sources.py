@@ -13,20 +13,21 @@ This module holds the sources that are a few lines each; traffic engineering
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 import numpy as np
 
 from controller.addressing import AddressBook
-from controller.compiler import base_plan, delivery_plan, route_plan, union_plans
+from controller.compiler import Hops, base_plan, delivery_plan, next_hops, route_plan, union_plans
 from controller.grouping import leaf_groups, neighbours
 from controller.limits import NO_LIMITS, Limits, SwitchLimits
 from controller.model import PortRef, SwitchRules
 from controller.owners import Owner, OwnerKind, Plan, Plans
 from controller.protection import Protection, ProtectionPlanner, protect
 from controller.qos import TrafficClass
+from controller.repair import prune, update_order
 from controller.routing import Routes
 from controller.tenants import TenantView, admit_plan
 from controller.topology import Host, Topology
@@ -144,6 +145,7 @@ class BasePipeline:
 # k=16 fat-tree's 320, one of a k=48's 2,880: 20-40 ms) and no call plans the whole
 # fabric; the rest follow in calls of their own (``Routing.pending``).
 ROUTE_SLICE_WORK = 1200
+ORDER_LIMIT = 512  # out-of-date switches a re-plan orders (more: a fabric-wide change)
 # Detour searches per call (each a search from both ends of one link, 0.03 ms at k=48,
 # and its tunnel rules): a fabric coming up, or a link whose loss broke many detours (a
 # k=48 core link: 1,151), gets them over several calls; the failover groups in force
@@ -173,23 +175,26 @@ class Routing:
     # per switch: (from hosts, its profile, plan)
     _plans: dict[int, tuple[bool, SwitchLimits, Plan]] = field(default_factory=dict)
     _seen: dict[int, tuple[int, Limits]] = field(default_factory=dict)  # port stamp, limits
-    _arranged: tuple[int, list[int]] | None = None  # graph version and dests laid out
+    _arranged: int | None = None  # the fabric's shape the indexes were laid out on
+    _hops: dict[int, Hops] = field(default_factory=dict)  # what each plan was made from
+    _fresh: dict[int, Hops] = field(default_factory=dict)  # ... and will be, once pending
+    _order: dict[int, int] = field(default_factory=dict)  # pending switch -> its turn
 
-    def arrange(self, topo: Topology, dests: list[int]) -> bool:
-        """Switch indexes laid out by the fabric's shape (``AddressBook.arrange``), once
-        per learned graph; True when one moved (routes planned before are out of date)."""
-        dests = sorted(dests)
-        key = (topo.version, dests)
-        if key == self._arranged:
+    def arrange(self, topo: Topology, dests: Callable[[], list[int]]) -> bool:
+        """Switch indexes laid out by the fabric's shape (``AddressBook.arrange``), again
+        only when it changed (switches came or went, or were first seen linked; a link
+        that fails changes nothing); True when one moved (routes planned before are out
+        of date)."""
+        if topo.shape == self._arranged:
             return False
-        self._arranged = key
+        self._arranged = topo.shape
         before = dict(self.book.index_of)
-        self.book.arrange(leaf_groups(dests, neighbours(topo)))
+        self.book.arrange(leaf_groups(dests(), neighbours(topo)))
         return any(before.get(d) != i for d, i in self.book.index_of.items())
 
     def plan_all(self, inputs: PlanInputs) -> Plans:
         dests: list[int] = inputs.routes.dests  # type: ignore[assignment]
-        self.arrange(inputs.topo, dests)
+        self.arrange(inputs.topo, lambda: dests)
         indexes = [self.book.switch_index(d) for d in dests]
         # a switch's plan depends on its routes and on the address index of every
         # destination (a restart may adopt other indexes): either changing re-plans it
@@ -199,9 +204,11 @@ class Routing:
         for gone in set(self._plans) - set(switches):
             del self._plans[gone]
             self._seen.pop(gone, None)
+            self._hops.pop(gone, None)
         stale, urgent = change if change is not None else (set(switches), set())
         self.pending = {d for d in self.pending | stale if d in switches}
         self._urgent = {d for d in self._urgent | urgent if d in self.pending}
+        self._ordered(inputs.routes if change is not None else None)
         stamps = inputs.topo.port_stamps
         for dpid in switches:  # (a key changes only with the switch's ports or profiles)
             seen, cached, stamp = self._seen.get(dpid), self._plans.get(dpid), stamps.get(dpid, 0)
@@ -221,17 +228,59 @@ class Routing:
         routes = self._routes
         if routes is None:
             return {}
-        order = sorted(self.pending, key=lambda d: (d not in self._urgent, d))
+        turn = self._order
+        order = sorted(
+            self.pending,
+            key=lambda d: (0, turn[d], d) if d in turn else (1, d not in self._urgent, d),
+        )
         order = order[: self.slice_size()]
         out: Plans = {}
         for dpid in order:
             from_hosts, limits = self._key(inputs, dpid)
-            plan = {dpid: route_plan(dpid, routes, self._indexes, from_hosts, limits)}
-            self._plans[dpid] = (from_hosts, limits, plan)
+            hops = self._fresh.pop(dpid, None) or next_hops(dpid, routes)
+            plan = {dpid: route_plan(dpid, routes, self._indexes, from_hosts, limits, hops)}
+            self._plans[dpid], self._hops[dpid] = (from_hosts, limits, plan), hops
             out[(OwnerKind.ROUTE, dpid)] = plan
         self.pending.difference_update(order)
         self._urgent.difference_update(order)
         return out
+
+    def _ordered(self, routes: Routes | None) -> None:
+        """The turn of each pending switch (``controller.repair.update_order``) when the
+        change is known and small enough; else none (their own links changed first)."""
+        self._fresh, self._order = {}, {}
+        if routes is None:
+            self._hops = {}  # (columns or indexes changed: old hops mean nothing)
+            return
+        if not self.pending or len(self.pending) > ORDER_LIMIT:
+            return
+        self._fresh = {d: next_hops(d, routes) for d in sorted(self.pending)}
+        order = update_order(routes, self._hops, self._fresh)
+        self._order = {d: i for i, d in enumerate(order)}
+
+    def interim(
+        self,
+        inputs: PlanInputs,
+        dpids: Iterable[int],
+        guarded: Mapping[int, Mapping[int, object]],
+        every: bool = False,
+    ) -> Plans:
+        """Of ``dpids``, those still waiting for their turn (``every``: all of them): the
+        plans they hold without ports that are no longer live and have no failover group
+        (``guarded``) in force (``controller.repair.prune``), to be sent (again, under the
+        failover groups now in force) until their turn."""
+        out: Plans = {}
+        for dpid in sorted(set(dpids) if every else set(dpids) & self.pending):
+            cached = self._plans.get(dpid)
+            if cached is not None and dpid in inputs.topo.switches:
+                live = {*inputs.topo.linked_ports(dpid), *guarded.get(dpid, {})}
+                out[(OwnerKind.ROUTE, dpid)] = {d: prune(r, live) for d, r in cached[2].items()}
+        return out
+
+    @property
+    def urgent(self) -> set[int]:
+        """Waiting switches whose own links changed."""
+        return self._urgent
 
     def slice_size(self) -> int:
         """Switches a call plans: ``ROUTE_SLICE_WORK`` destination columns' worth."""
@@ -390,6 +439,17 @@ class FastFailover:
     # the planner's last complete result (compared by identity)
     _found: tuple[dict[int, Plan] | None, Protection | None] = (None, None)
     _target: tuple[Plans, Protection] | None = None  # ... while switches change over to it
+
+    def moved(self, before: Protection) -> set[int]:
+        """Switches whose failover groups or tunnel ends differ from ``before``."""
+        now = self.protection
+        switches = {*now.first, *now.arrivals, *before.first, *before.arrivals}
+        return {
+            d
+            for d in switches
+            if (now.first.get(d), now.arrivals.get(d))
+            != (before.first.get(d), before.arrivals.get(d))
+        }
 
     def fresh_detours(self, on: bool) -> None:
         self._planner.fresh = on

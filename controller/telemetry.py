@@ -8,10 +8,22 @@ source port transmits; its utilisation is that over the link's capacity.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller.capacity import Reading
-from controller.model import GroupStats, PortRef, PortStats
+from controller.model import (
+    COOKIE_BASE,
+    COOKIE_MARK_MASK,
+    GroupStats,
+    Message,
+    Messages,
+    PortRef,
+    PortStats,
+    StatsKind,
+    StatsRequest,
+    Table,
+)
 
 Interval = tuple[PortRef, Reading]  # what a port did between two readings
 
@@ -108,3 +120,21 @@ def imbalance(rates: tuple[float, ...]) -> float:
         return 0.0
     mean = sum(rates) / len(rates)
     return max(rates) / mean - 1.0
+
+
+def poll_requests(
+    due: list[int], edge_ports: Callable[[int], list[int]], ingresses: set[int]
+) -> Messages:
+    """Counters asked of the switches ``due``: ports always; groups where hosts can send
+    (the select groups are there); the PIN table's Loom rules where flows or jobs enter
+    (``ingresses``)."""
+    flows = StatsRequest(StatsKind.FLOW, Table.PIN, COOKIE_BASE, COOKIE_MARK_MASK)
+    out: Messages = {}
+    for dpid in due:
+        msgs: list[Message] = [StatsRequest(StatsKind.PORT)]
+        if edge_ports(dpid):
+            msgs.append(StatsRequest(StatsKind.GROUP))
+        if dpid in ingresses:
+            msgs.append(flows)
+        out[dpid] = msgs
+    return out

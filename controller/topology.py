@@ -244,6 +244,16 @@ class Topology:
             self.links[src] = replace(link, last_seen=now)
         self._oldest_seen = now if self.links else self._oldest_seen
 
+    def ends_at(self, ref: PortRef) -> dict[int, frozenset[int]]:
+        """The ports at both ends of the links at ``ref``, per switch."""
+        refs = {ref, *self._into.get(ref, set())}
+        if ref in self.links:
+            refs.add(self.links[ref].dst)
+        out: dict[int, set[int]] = {}
+        for dpid, port in refs:
+            out.setdefault(dpid, set()).add(port)
+        return {d: frozenset(p) for d, p in out.items()}
+
     def _drop_links_at(self, ref: PortRef) -> bool:
         dead = sorted(self._into.get(ref, set()) | ({ref} if ref in self.links else set()))
         for src in dead:
@@ -360,6 +370,10 @@ class Topology:
             return
         g.add_node(dpid)
         g.add_edges_from(self._out(dpid))
+
+    def linked_ports(self, dpid: int) -> set[int]:
+        """A switch's ports with a live link out of them (what routes may use)."""
+        return {port for _, _, port, _ in self._out(dpid)} if dpid in self.switches else set()
 
     def _out(self, dpid: int) -> list[tuple[int, int, int, dict[str, int]]]:
         """A switch's live out-links as graph edges: both ports up."""

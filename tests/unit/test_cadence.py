@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 from controller.cadence import Cadence
 
@@ -42,7 +43,10 @@ def test_a_link_is_aged_only_after_lldp_went_out_and_had_time_to_come_back() -> 
     for dpid in (1, 2):
         topo.add_switch(dpid, [PortDesc(1)])
     assert topo.link_seen(0.0, (1, 1), (2, 1))
-    asked = lambda now: lambda d, seen: lldp.visited_between(d, seen, now - 1.0)  # noqa: E731
+
+    def asked(now: float) -> Callable[[int, float], bool]:
+        return lambda d, seen: lldp.visited_between(d, seen, now - 1.0)
+
     assert topo.expire_links(10.0, 3.5, asked=asked(10.0)) == []  # nothing sent: kept
     lldp.visited(10.0, 1)
     assert topo.expire_links(10.5, 3.5, asked=asked(10.5)) == []  # sent, not back yet

@@ -1,0 +1,113 @@
+"""Reroutes that neither loop nor send into a dead link while they are planned.
+
+At size a re-plan takes many calls, a slice of switches each, so for a while some
+switches route on the new graph and some on the old. Two things keep packets safe then:
+
+* ``prune``: switches not planned afresh yet keep their old routes without dead ports
+  until their turn: a packet goes on over a live equal-cost port, or to the controller
+  (metered). Old routes are shortest paths, so a subset of them cannot loop.
+* ``update_order``: a switch takes its new routes only after the switches it will send
+  to have taken theirs, for every destination whose next hops change at both (the
+  destination side first). A packet then moves on old routes until it meets a switch
+  with new ones, and from there on new routes only: it cannot come back. Where the
+  dependencies form a cycle (rare: they are per destination, but a switch's plan is
+  whole) it is broken at the switch that waits for the fewest others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from controller.compiler import METER_MISS, TO_CONTROLLER, Hops
+from controller.model import (
+    MAX_PHYSICAL_PORT,
+    OFPP_CONTROLLER,
+    FlowRule,
+    GroupRule,
+    Output,
+    SwitchRules,
+)
+from controller.routing import Routes
+
+
+def prune(rules: SwitchRules, live: set[int]) -> SwitchRules:
+    """``rules`` without outputs to physical ports not ``live``: a select group loses those
+    buckets; a rule whose only way out was such a port sends to the controller (metered).
+    The very object when nothing goes."""
+    out = SwitchRules(meters=dict(rules.meters))
+    touched = False
+    for rule in rules.flows.values():
+        if any(_dead(a, live) for a in rule.actions):
+            miss = (Output(OFPP_CONTROLLER),)
+            rule = FlowRule(rule.table, rule.priority, rule.match, miss, rule.goto,
+                            rule.write_metadata, METER_MISS, rule.cookie)  # fmt: skip
+            touched = True
+        out.add_flow(rule)
+    for group in rules.groups.values():
+        kept = tuple(b for b in group.buckets if not any(_dead(a, live) for a in b.actions))
+        if kept and len(kept) < len(group.buckets):
+            group, touched = GroupRule(group.group_id, group.type, kept), True
+        out.add_group(group)
+    return out if touched else rules
+
+
+def _dead(action: object, live: set[int]) -> bool:
+    return (
+        isinstance(action, Output) and action.port <= MAX_PHYSICAL_PORT and action.port not in live
+    )
+
+
+def _codes(hops: Hops, code: dict[tuple[int, ...], int]) -> np.ndarray:
+    """Per destination column, a number for its next-hop set (the same set, the same
+    number across switches' old and new hops)."""
+    sets, ids = hops
+    table = np.array([code.setdefault(s, len(code)) for s in sets] + [-1])
+    return np.asarray(table[np.where(ids == TO_CONTROLLER, len(sets), ids)])
+
+
+def update_order(routes: Routes, old: Mapping[int, Hops], new: Mapping[int, Hops]) -> list[int]:
+    """The switches of ``new`` (their next hops on ``routes``) in an order in which each
+    comes after the switches it depends on (see the module's docstring); ``old``: their
+    hops before, on the same destination columns (a switch without: all changed)."""
+    code: dict[tuple[int, ...], int] = {}
+    changed: dict[int, np.ndarray] = {}
+    uses: dict[int, dict[int, np.ndarray]] = {}  # switch -> neighbour -> columns via it
+    for dpid, hops in new.items():
+        now = _codes(hops, code)
+        before = old.get(dpid)
+        changed[dpid] = now != _codes(before, code) if before is not None else now == now
+        sets, ids = hops
+        via: dict[int, np.ndarray] = {}
+        for port, node, _ in routes.out.get(dpid, []):
+            peer: int = node  # type: ignore[assignment]
+            if peer in new:
+                holds = np.array([port in s for s in sets] + [False])
+                taken = holds[np.where(ids == TO_CONTROLLER, len(sets), ids)]
+                via[peer] = via.get(peer, taken) | taken
+        uses[dpid] = via
+    after: dict[int, set[int]] = {d: set() for d in new}  # switch -> switches first
+    for dpid, via in uses.items():
+        for peer, taken in via.items():
+            if peer != dpid and np.any(taken & changed[dpid] & changed[peer]):
+                after[dpid].add(peer)
+    return _topological(after)
+
+
+def _topological(after: dict[int, set[int]]) -> list[int]:
+    """Kahn's order, lowest dpid first among the ready; a cycle is broken at the switch
+    that waits for the fewest others."""
+    order: list[int] = []
+    left = {d: set(deps) for d, deps in after.items()}
+    while left:
+        ready = sorted(d for d, deps in left.items() if not deps)
+        if not ready:  # a cycle: the switch waiting for the fewest goes first
+            ready = [min(left, key=lambda d: (len(left[d]), d))]
+        for d in ready:
+            del left[d]
+            order.append(d)
+        done = set(ready)
+        for deps in left.values():
+            deps -= done
+    return order
