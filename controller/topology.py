@@ -98,6 +98,7 @@ class Topology:
         self._pairs: set[tuple[int, int]] = set()
         # LLDP heard on a port believed down (its PortStatus up not in yet): port -> frame
         self._early: dict[PortRef, tuple[PortRef, PortRef, float]] = {}
+        self._away: dict[int, list[Host]] = {}  # hosts of switches that went, until back
         # No link was last seen before this (a lower bound: links are only ever seen
         # again later, added now or removed), so expiry need not walk every link per tick.
         self._oldest_seen = float("inf")
@@ -112,9 +113,13 @@ class Topology:
         for g in (self._graph, self._building):
             if g is not None and dpid in g:
                 self._stale.update(g.predecessors(dpid))
+        for host in self._away.pop(dpid, []):  # back (say, rebooted): so are its hosts
+            if host.mac not in self.hosts:
+                self.learn_host(host.last_seen, host.mac, host.ip, dpid, host.port, host.tenant)
 
     def remove_switch(self, dpid: int) -> bool:
-        """Forget a switch, its links (both directions) and its hosts."""
+        """Forget a switch, its links (both directions) and its hosts (kept aside: a
+        switch that comes back has them again, where they were, unless they moved)."""
         switch = self.switches.pop(dpid, None)
         if switch is None:
             return False
@@ -128,8 +133,9 @@ class Topology:
         dead.update(src for ref in ends for src in self._into.get(ref, ()))
         for ref in sorted(dead):
             self._unlink(ref)
-        for mac in [m for m, h in self.hosts.items() if h.dpid == dpid]:
-            del self.hosts[mac]
+        self._away[dpid] = [h for h in self.hosts.values() if h.dpid == dpid]
+        for host in self._away[dpid]:
+            del self.hosts[host.mac]
             self.host_changed(dpid)
         return True
 

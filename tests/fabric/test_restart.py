@@ -110,6 +110,22 @@ def test_a_switch_that_lost_its_tables_gets_everything_again() -> None:
     assert sim.fake.reachability(explore_all=False).ok
 
 
+def test_a_switch_that_rebooted_gets_its_hosts_back_before_they_speak() -> None:
+    """A switch that disconnects and comes back empty (a reboot) had its hosts forgotten
+    with it; Loom restores them where they were, so they are reached again without
+    waiting for their next ARP."""
+    sim = LoomSim(fat_tree(4), CONFIG).start()
+    e00 = sim.graph.nodes["e0_0"]["dpid"]
+    sim.apply(sim.core.switch_down(sim.now, e00))
+    sim.apply({e00: [ClearSwitch()]})
+    ports = [PortDesc(e.port) for e in link_ends(sim.graph, "e0_0")] + [
+        PortDesc(OFPP_LOCAL, name="e0_0")
+    ]
+    sim.apply(sim.core.switch_up(sim.now, e00, ports))
+    sim.advance(6.0)  # rediscovery, then the batched re-plan; no host sends anything
+    assert sim.fake.reachability(explore_all=False).ok
+
+
 def test_a_switch_that_rejected_a_message_is_read_back_and_repaired() -> None:
     """A switch that refused a message no longer holds what Loom believes it does. The
     core reads it back and sends what is missing, at once (it is not held), and repairs
