@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -25,6 +25,7 @@ from controller.model import (
     Output,
     PacketOut,
 )
+from controller.topology import Link
 
 log = logging.getLogger("loom.fabric")
 
@@ -73,18 +74,37 @@ class Cadence:
             self._before[dpid] = last
         self._last[dpid] = now
 
-    def visited_between(self, dpid: int, after: float, until: float) -> bool:
-        """Whether one of the last two visits of ``dpid`` fell in ``(after, until]``."""
-        return any(
-            t is not None and after < t <= until
-            for t in (self._last.get(dpid), self._before.get(dpid))
-        )
+    def visited_between(self, dpid: int, after: float, until: float) -> float | None:
+        """The earliest of the last two visits of ``dpid`` in ``(after, until]``, if any."""
+        times = (self._before.get(dpid), self._last.get(dpid))
+        return next((t for t in times if t is not None and after < t <= until), None)
 
 
-def lldp_on(dpid: int, ports: list[int]) -> Messages:
-    """An LLDP frame out of each of a switch's physical ``ports``."""
+LLDP_MARGIN = 0.5  # s between frames sent that arrive in order at a switch's connection
+LLDP_BEHIND = 4.0  # timeouts a link is kept while its far switch's input is not read
+
+
+def lldp_asked(
+    lldp: Cadence, heard_at: Mapping[int, float], now: float, period: float, timeout: float
+) -> Callable[[Link], bool]:
+    """Whether LLDP that should have shown a link again went out a period ago or more and
+    the far switch's connection was read past it (``heard_at``: per switch, the latest
+    send time read from it): a controller behind on its input hears no LLDP, which says
+    nothing of the link (kept ``LLDP_BEHIND`` timeouts at most)."""
+
+    def asked(link: Link) -> bool:
+        went = lldp.visited_between(link.src[0], link.sent or link.last_seen, now - period)
+        read = heard_at.get(link.dst[0], 0.0) >= (went or 0.0) + LLDP_MARGIN
+        late = now - link.last_seen > LLDP_BEHIND * timeout
+        return went is not None and (not link.sent or read or late)
+
+    return asked
+
+
+def lldp_on(dpid: int, ports: list[int], now: float = 0.0) -> Messages:
+    """An LLDP frame out of each of a switch's physical ``ports``, sent ``now``."""
     msgs: list[Message] = [
-        PacketOut(OFPP_CONTROLLER, (Output(p),), LldpFrame(dpid, p))
+        PacketOut(OFPP_CONTROLLER, (Output(p),), LldpFrame(dpid, p, now))
         for p in ports
         if p <= MAX_PHYSICAL_PORT
     ]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from controller.addressing import AddressBook
 from controller.arp import ArpService, announce
-from controller.cadence import Away, Cadence, lldp_on
+from controller.cadence import Away, Cadence, lldp_asked, lldp_on
 from controller.compiler import RuleStore, held_hosts
 from controller.config import FabricConfig as FabricConfig  # (re-exported)
 from controller.engineer import TrafficEngineer
@@ -75,8 +75,11 @@ PROBES_PER_JOB = 64  # ARP probes a new job sends at once for hosts not heard fr
 DISCOVERY_QUIET = 0.25  # seconds without a new link before a batched re-plan
 DISCOVERY_BATCH = 1.0  # ... or at most this long after the first change
 RESEND_PER_CALL = 64  # switches whose LLDP a call sends again after a wave (3,072 frames at k=48)
-POLL_RATE = 2000.0  # switches polled a second at most (k=48: each every 1.4 s)
-LLDP_RATE = 5000.0  # LLDP frames a second at most (k=48: each port every 28 s)
+# What the fabric may cost the event loop at rest: Ryu decodes and encodes each message
+# in Python, so polls and LLDP are budgeted by what the shim can carry beside everything
+# else (real switches at k=16: 4,096 LLDP frames and 640 polls a second kept a core busy).
+POLL_RATE = 400.0  # switches polled a second at most (k=16: each every 0.8 s; k=48: 7.2 s)
+LLDP_RATE = 1000.0  # LLDP frames a second at most (k=16: each port every 4.1 s)
 # Rules a switch may go without (forwarding falls back to its routes): where a switch's
 # profile caps flow entries, these are refused rather than overflow its tables.
 OPTIONAL = (OwnerKind.FLOW, OwnerKind.JOB, OwnerKind.QUIET)
@@ -244,7 +247,7 @@ class Fabric:
             guarded = self.failover.protection.first
             merge(out, self._commit(self.routing.interim(self.inputs(), ends, guarded, True)))
         if desc.up and not deleted and desc.port_no <= MAX_PHYSICAL_PORT:
-            merge(out, lldp_on(dpid, [desc.port_no]))
+            merge(out, lldp_on(dpid, [desc.port_no], now))
         return out
 
     # -- packets --------------------------------------------------------------
@@ -257,7 +260,9 @@ class Fabric:
             return {}
         if isinstance(frame, LldpFrame):
             self.events["lldp_in"] += 1
-            if self.topo.link_seen(now, (frame.dpid, frame.port), (pkt.dpid, pkt.in_port)):
+            if self.topo.link_seen(
+                now, (frame.dpid, frame.port), (pkt.dpid, pkt.in_port), frame.sent
+            ):
                 self._mark_dirty(now)
             return {}
         if isinstance(frame, ArpFrame):
@@ -348,7 +353,7 @@ class Fabric:
         receiving = lambda: self.telemetry.receiving(now, window)  # noqa: E731
         period = self.lldp.period(self._ports)
         timeout = self.config.lldp_timeout * period / self.config.lldp_interval
-        asked = lambda d, seen: self.lldp.visited_between(d, seen, now - period)  # noqa: E731
+        asked = lldp_asked(self.lldp, self.topo.heard_at, now, period, timeout)
         expired = self.topo.expire_links(now, timeout, receiving, asked)
         for link in expired:
             log.warning("link %016x:%d -> %016x:%d: no LLDP for %.1f s, removed", *link.src,
@@ -428,9 +433,9 @@ class Fabric:
         if self.failover.waiting:  # more detours; once all are in, the routes they change
             before = self.failover.protection
             plans = self.failover.plan_all(self.inputs())  # (routes to groups that go: first)
-            moved, first = self.failover.moved(before), self.failover.protection.first
-            self._reguard.update(moved & self.routing.planned().keys())
-            return self._commit({**self.routing.interim(self.inputs(), moved, first), **plans})
+            lost, first = self.failover.lost(before), self.failover.protection.first
+            self._reguard.update(self.failover.moved(before) & self.routing.planned().keys())
+            return self._commit({**self.routing.interim(self.inputs(), lost, first), **plans})
         planned = self.routing.planned()  # routes guarded by new failover groups, a slice
         some = sorted(self._reguard)[: self.routing.slice_size()]
         self._reguard.difference_update(some)
@@ -501,7 +506,7 @@ class Fabric:
         self.timings.append(("routes", self.timer() - started))
         # switches waiting for their turn keep what they hold, but not into a dead link nor
         # through a failover group that just went (``controller.repair``)
-        changed = self.failover.moved(before) | self.routing.urgent
+        changed = self.failover.lost(before) | self.routing.urgent
         plans = {**self.routing.interim(inputs, changed, self.failover.protection.first), **plans}
         waiting = {(OwnerKind.ROUTE, d) for d in self.routing.pending} - plans.keys()
         waiting.update((OwnerKind.BASE, d) for d in self.base.pending)
@@ -533,7 +538,7 @@ class Fabric:
         out: Messages = {}
         for dpid in dpids:
             if dpid in self.topo.switches:
-                merge(out, lldp_on(dpid, self.topo.switches[dpid].live_ports()))
+                merge(out, lldp_on(dpid, self.topo.switches[dpid].live_ports(), now))
                 self.lldp.visited(now, dpid)
         return out
 

@@ -249,10 +249,12 @@ class SwitchRules:
 
 @dataclass(frozen=True)
 class LldpFrame:
-    """A Loom discovery frame: which switch port sent it."""
+    """A Loom discovery frame: which switch port sent it, and when (the controller's own
+    clock; 0: not known). Frames are equal whenever they were sent."""
 
     dpid: int
     port: int
+    sent: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)

@@ -37,20 +37,20 @@ def prune(rules: SwitchRules, live: set[int]) -> SwitchRules:
     buckets; a rule whose only way out was such a port sends to the controller (metered).
     The very object when nothing goes."""
     out = SwitchRules(meters=dict(rules.meters))
-    touched = False
+    pruned = False
     for rule in rules.flows.values():
         if any(_dead(a, live) for a in rule.actions):
             miss = (Output(OFPP_CONTROLLER),)
             rule = FlowRule(rule.table, rule.priority, rule.match, miss, rule.goto,
                             rule.write_metadata, METER_MISS, rule.cookie)  # fmt: skip
-            touched = True
+            pruned = True
         out.add_flow(rule)
     for group in rules.groups.values():
         kept = tuple(b for b in group.buckets if not any(_dead(a, live) for a in b.actions))
         if kept and len(kept) < len(group.buckets):
-            group, touched = GroupRule(group.group_id, group.type, kept), True
+            group, pruned = GroupRule(group.group_id, group.type, kept), True
         out.add_group(group)
-    return out if touched else rules
+    return out if pruned else rules
 
 
 def _dead(action: object, live: set[int]) -> bool:
@@ -111,3 +111,24 @@ def _topological(after: dict[int, set[int]]) -> list[int]:
         for deps in left.values():
             deps -= done
     return order
+
+
+def touched(old: Routes | None, new: Routes) -> tuple[set[int], set[int]] | None:
+    """Switches whose next hops may differ between two routes, and of those the ones
+    whose own links changed (``None``: all of them): a next hop depends on the switch's
+    own links and distances and its neighbours'."""
+    if old is new:
+        return set(), set()
+    if old is None or old.nodes != new.nodes or old.dests != new.dests:
+        return None
+    if old.dist is new.dist and new.base != old.serial:
+        return None  # updated in place more than once since: what moved is not known
+    if new.base == old.serial and new.relinked is not None and new.moved is not None:
+        changed, relinked = set(new.moved), set(new.relinked)  # (old's arrays are new's)
+    else:
+        rows = np.flatnonzero(np.any(old.dist != new.dist, axis=1))
+        changed = {new.nodes[i] for i in rows}
+        relinked = {u for u in set(old.out) | set(new.out) if old.out.get(u) != new.out.get(u)}
+    near = {u for v in changed for u in new.graph.predecessors(v)} if changed else set()
+    stale = {int(u) for u in changed | relinked | near}  # type: ignore[arg-type]
+    return stale, {int(u) for u in relinked}  # type: ignore[call-overload]

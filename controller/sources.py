@@ -17,8 +17,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-import numpy as np
-
 from controller.addressing import AddressBook
 from controller.compiler import Hops, base_plan, delivery_plan, next_hops, route_plan, union_plans
 from controller.grouping import leaf_groups, neighbours
@@ -27,7 +25,7 @@ from controller.model import PortRef, SwitchRules
 from controller.owners import Owner, OwnerKind, Plan, Plans
 from controller.protection import Protection, ProtectionPlanner, protect
 from controller.qos import TrafficClass
-from controller.repair import prune, update_order
+from controller.repair import prune, touched, update_order
 from controller.routing import Routes
 from controller.tenants import TenantView, admit_plan
 from controller.topology import Host, Topology
@@ -301,27 +299,6 @@ class Routing:
         return len(cached[2][dpid].groups) if cached and dpid in cached[2] else 0
 
 
-def touched(old: Routes | None, new: Routes) -> tuple[set[int], set[int]] | None:
-    """Switches whose next hops may differ between two routes, and of those the ones
-    whose own links changed (``None``: all of them): a next hop depends on the switch's
-    own links and distances and its neighbours'."""
-    if old is new:
-        return set(), set()
-    if old is None or old.nodes != new.nodes or old.dests != new.dests:
-        return None
-    if old.dist is new.dist and new.base != old.serial:
-        return None  # updated in place more than once since: what moved is not known
-    if new.base == old.serial and new.relinked is not None and new.moved is not None:
-        changed, relinked = set(new.moved), set(new.relinked)  # (old's arrays are new's)
-    else:
-        rows = np.flatnonzero(np.any(old.dist != new.dist, axis=1))
-        changed = {new.nodes[i] for i in rows}
-        relinked = {u for u in set(old.out) | set(new.out) if old.out.get(u) != new.out.get(u)}
-    near = {u for v in changed for u in new.graph.predecessors(v)} if changed else set()
-    stale = {int(u) for u in changed | relinked | near}  # type: ignore[arg-type]
-    return stale, {int(u) for u in relinked}  # type: ignore[call-overload]
-
-
 DestStamp = tuple[int, int, TenantView]  # host and address stamps at a switch, tenants
 
 
@@ -450,6 +427,19 @@ class FastFailover:
             if (now.first.get(d), now.arrivals.get(d))
             != (before.first.get(d), before.arrivals.get(d))
         }
+
+    def lost(self, before: Protection) -> set[int]:
+        """Switches that had a failover group or a tunnel end ``before`` that is gone or
+        changed now (a rule sent under it would point at nothing)."""
+        now, out = self.protection, set()
+        for dpid, ports in before.first.items():
+            has = now.first.get(dpid, {})
+            if has is not ports and any(has.get(p, -1) != f for p, f in ports.items()):
+                out.add(dpid)
+        for dpid, ends in before.arrivals.items():
+            if not ends <= now.arrivals.get(dpid, set()):
+                out.add(dpid)
+        return out
 
     def fresh_detours(self, on: bool) -> None:
         self._planner.fresh = on

@@ -28,6 +28,7 @@ class Link:
     src: PortRef
     dst: PortRef
     last_seen: float
+    sent: float = 0.0  # when the frame that last showed it was sent (0: not known)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,9 @@ class Topology:
         # LLDP heard on a port believed down (its PortStatus up not in yet): port -> frame
         self._early: dict[PortRef, tuple[PortRef, PortRef, float]] = {}
         self._away: dict[int, list[Host]] = {}  # hosts of switches that went, until back
+        # per switch, the latest send time of the LLDP read from it: how far the controller
+        # has read that switch's connection (frames from all its neighbours share it)
+        self.heard_at: dict[int, float] = {}
         # No link was last seen before this (a lower bound: links are only ever seen
         # again later, added now or removed), so expiry need not walk every link per tick.
         self._oldest_seen = float("inf")
@@ -173,13 +177,14 @@ class Topology:
         return bool(desc and desc.up)
 
     # -- links ----------------------------------------------------------------
-    def link_seen(self, now: float, src: PortRef, dst: PortRef) -> bool:
+    def link_seen(self, now: float, src: PortRef, dst: PortRef, sent: float = 0.0) -> bool:
         """Record an LLDP observation; True when it adds or moves a link. A claim on a
         port where a host lives, or from a port to itself, is refused: only a host
         replaying frames it was sent could make one. So is a link from a switch to itself
         (a looped cable or a replay): it carries nothing a route could use."""
         if src[0] not in self.switches or dst[0] not in self.switches or src[0] == dst[0]:
             return False
+        self.heard_at[dst[0]] = max(self.heard_at.get(dst[0], 0.0), sent)
         if max(src[1], dst[1]) > MAX_PHYSICAL_PORT:  # LOCAL, CONTROLLER...: no cable there
             return False
         if not (self.port_up(src) and self.port_up(dst)):
@@ -192,7 +197,7 @@ class Topology:
         if self.host_on(src) is not None or self.host_on(dst) is not None:
             return False
         old = self.links.get(src)
-        self.links[src] = Link(src, dst, now)
+        self.links[src] = Link(src, dst, now, sent)
         self._oldest_seen = min(self._oldest_seen, now)
         if old is None or old.dst != dst:
             self._stale.add(src[0])
@@ -213,22 +218,21 @@ class Topology:
         now: float,
         timeout: float,
         receiving: set[PortRef] | Callable[[], set[PortRef]] | None = None,
-        asked: Callable[[int, float], bool] | None = None,
+        asked: Callable[[Link], bool] | None = None,
     ) -> list[Link]:
         """Drop links whose LLDP stopped arriving. A link whose far end is still
         ``receiving`` traffic is alive whatever LLDP says: under congestion the frames
         can queue behind data for longer than the timeout. (``receiving`` may be a
-        function: asked only when some link is past its timeout.) ``asked(dpid, seen)``:
-        whether LLDP went out of the link's switch after ``seen`` long enough ago to be
-        back; a link nobody asked about is kept, silent or not (a controller too busy to
-        send LLDP learns nothing from hearing none)."""
+        function: asked only when some link is past its timeout.) ``asked(link)``: whether
+        LLDP that should have shown the link again went out and had time to be read back;
+        a link nobody asked about is kept, silent or not (a controller too busy to send
+        LLDP, or to read what came back, learns nothing from hearing none)."""
         if now - self._oldest_seen <= timeout:  # no link can be past it yet
             return []
         old = [
             link
             for link in self.links.values()
-            if now - link.last_seen > timeout
-            and (asked is None or asked(link.src[0], link.last_seen))
+            if now - link.last_seen > timeout and (asked is None or asked(link))
         ]
         if callable(receiving):
             receiving = receiving() if old else None

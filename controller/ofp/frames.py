@@ -4,9 +4,11 @@ packet-in payloads into the core's frame types. Malformed input decodes to ``Non
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import logging
+import math
 import os
 import struct
 
@@ -30,10 +32,24 @@ IP_PROTO_TCP, IP_PROTO_UDP = 6, 17
 CHASSIS_PREFIX = b"dpid:"
 LLDP_TTL = 120
 LOOM_OUI = b"\x4c\x4f\x4d"  # an organizationally specific TLV carries the signature
+TAG_SUBTYPE, SENT_SUBTYPE = 1, 2  # ... and another the send time
 _LLDP_KEY = os.urandom(16)
 
 
 def lldp_bytes(frame: LldpFrame) -> bytes:
+    """The frame as sent: chassis, port, TTL, the signature, the send time (a second
+    Loom TLV, unsigned: it only tells how far behind the controller reads), End. All but
+    the time is built once per port (LLDP goes out of every port again and again, and
+    Ryu's packet library is slow to build a frame)."""
+    head = _lldp_head(frame.dpid, frame.port, _LLDP_KEY)
+    value = LOOM_OUI + bytes([SENT_SUBTYPE]) + struct.pack("!d", frame.sent)
+    return head + struct.pack("!H", 127 << 9 | len(value)) + value + b"\x00\x00"
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _lldp_head(dpid: int, port: int, key: bytes) -> bytes:
+    """The frame up to its End TLV."""
+    frame = LldpFrame(dpid, port)
     pkt = packet.Packet()
     pkt.add_protocol(ethernet.ethernet(lldp.LLDP_MAC_NEAREST_BRIDGE, CONTROLLER_MAC, ETH_TYPE_LLDP))
     tlvs = (
@@ -43,12 +59,16 @@ def lldp_bytes(frame: LldpFrame) -> bytes:
         ),
         lldp.PortID(subtype=lldp.PortID.SUB_PORT_COMPONENT, port_id=struct.pack("!I", frame.port)),
         lldp.TTL(ttl=LLDP_TTL),
-        lldp.OrganizationallySpecific(oui=LOOM_OUI, subtype=1, info=_tag(frame.dpid, frame.port)),
+        lldp.OrganizationallySpecific(
+            oui=LOOM_OUI, subtype=TAG_SUBTYPE, info=_tag(frame.dpid, frame.port)
+        ),
         lldp.End(),
     )
     pkt.add_protocol(lldp.lldp(tlvs))
     pkt.serialize()
-    return bytes(pkt.data)
+    data = bytes(pkt.data)
+    end = data.rindex(b"\x00\x00")  # the End TLV (the frame is longer than any padding)
+    return data[:end]
 
 
 def arp_bytes(frame: ArpFrame) -> bytes:
@@ -171,11 +191,13 @@ def _decode_lldp(data: bytes, offset: int) -> LldpFrame | None:
     hexdigits = cid[len(CHASSIS_PREFIX) :]
     if not cid.startswith(CHASSIS_PREFIX) or len(hexdigits) != 16 or len(pid) != 4:
         return None
-    frame = LldpFrame(int(hexdigits, 16), struct.unpack("!I", pid)[0])
-    tags = [v[4:] for k, v in tlvs if k == 127 and v[:3] == LOOM_OUI]
-    if len(tags) != 1 or not hmac.compare_digest(tags[0], _tag(frame.dpid, frame.port)):
+    dpid, port = int(hexdigits, 16), struct.unpack("!I", pid)[0]
+    loom = [v[3:] for k, v in tlvs if k == 127 and v[:3] == LOOM_OUI and len(v) > 3]
+    tags = [v[1:] for v in loom if v[0] == TAG_SUBTYPE]
+    if len(tags) != 1 or not hmac.compare_digest(tags[0], _tag(dpid, port)):
         return None  # not sent by this controller: a host cannot forge a link
-    return frame
+    sent = [struct.unpack("!d", v[1:])[0] for v in loom if v[0] == SENT_SUBTYPE and len(v) == 9]
+    return LldpFrame(dpid, port, sent[0] if len(sent) == 1 and math.isfinite(sent[0]) else 0.0)
 
 
 def set_lldp_key(key: bytes) -> None:

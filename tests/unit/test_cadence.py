@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 
 from controller.cadence import Cadence
+from controller.model import PortRef
 
 
 def run(cadence: Cadence, switches: int, seconds: float, step: float = 0.1) -> list[list[int]]:
@@ -35,6 +35,7 @@ def test_a_large_fabric_is_spread_over_ticks_within_the_rate() -> None:
 def test_a_link_is_aged_only_after_lldp_went_out_and_had_time_to_come_back() -> None:
     """A controller too busy to send LLDP hears none: that says nothing about the link.
     It goes once LLDP was sent after it was last seen, a period ago, and none came back."""
+    from controller.cadence import lldp_asked
     from controller.model import PortDesc
     from controller.topology import Topology
 
@@ -42,17 +43,48 @@ def test_a_link_is_aged_only_after_lldp_went_out_and_had_time_to_come_back() -> 
     topo = Topology()
     for dpid in (1, 2):
         topo.add_switch(dpid, [PortDesc(1)])
-    assert topo.link_seen(0.0, (1, 1), (2, 1))
+    assert topo.link_seen(0.0, (1, 1), (2, 1))  # a frame of unknown send time
 
-    def asked(now: float) -> Callable[[int, float], bool]:
-        return lambda d, seen: lldp.visited_between(d, seen, now - 1.0)
+    def expired(now: float) -> list[PortRef]:
+        asked = lldp_asked(lldp, topo.heard_at, now, 1.0, 3.5)
+        return [link.src for link in topo.expire_links(now, 3.5, asked=asked)]
 
-    assert topo.expire_links(10.0, 3.5, asked=asked(10.0)) == []  # nothing sent: kept
+    assert expired(10.0) == []  # nothing sent: kept
     lldp.visited(10.0, 1)
-    assert topo.expire_links(10.5, 3.5, asked=asked(10.5)) == []  # sent, not back yet
-    assert [link.src for link in topo.expire_links(11.0, 3.5, asked=asked(11.0))] == [(1, 1)]
+    assert expired(10.5) == []  # sent, not back yet
+    assert expired(11.0) == [(1, 1)]
     lldp.visited(11.0, 1)
-    assert lldp.visited_between(1, 9.0, 10.0) and not lldp.visited_between(1, 11.0, 12.0)
+    assert lldp.visited_between(1, 9.0, 10.0) == 10.0
+    assert lldp.visited_between(1, 11.0, 12.0) is None
+
+
+def test_a_controller_behind_on_its_input_keeps_links_it_has_not_read_lldp_for() -> None:
+    """Frames carry their send time; a switch's connection read only up to frames sent
+    long ago (the controller is behind, not the link) keeps the link; once frames sent
+    after the probe are read there and the link's is not among them, it goes."""
+    from controller.cadence import lldp_asked
+    from controller.model import PortDesc
+    from controller.topology import Topology
+
+    lldp = Cadence(1.0, 2000.0)
+    topo = Topology()
+    for dpid in (1, 2, 3):
+        topo.add_switch(dpid, [PortDesc(1), PortDesc(2)])
+    topo.link_seen(1.0, (1, 1), (2, 1), sent=1.0)
+    for t in (2.0, 3.0, 4.0, 5.0, 6.0):
+        lldp.visited(t, 1)
+
+    def expired(now: float) -> list[PortRef]:
+        asked = lldp_asked(lldp, topo.heard_at, now, 1.0, 3.5)
+        return [link.src for link in topo.expire_links(now, 3.5, asked=asked)]
+
+    assert expired(8.0) == []  # switch 2's connection read up to frames sent at 1.0
+    topo.link_seen(8.0, (3, 2), (2, 2), sent=4.0)  # read on: still before the probe at 5.0
+    assert expired(8.1) == []
+    topo.link_seen(8.2, (3, 2), (2, 2), sent=6.0)  # read past it: the link's frame is missing
+    assert expired(8.3) == [(1, 1)]
+    topo.link_seen(9.0, (1, 1), (2, 1), sent=1.0)
+    assert expired(9.0 + 4 * 3.5 + 0.1) == [(1, 1)]  # not read for 4 timeouts: goes anyway
 
 
 def test_lldp_heard_before_its_port_status_up_is_used_when_the_port_comes_up() -> None:
