@@ -212,6 +212,15 @@ bench-fuzz: venv
 bench-scale: venv
 	$(PY) -m mininet_scenarios.bench.scale $(ARGS)
 
+## Real-switch scale benchmark: Loom as a user starts it against k-ary fat-trees of real Open
+## vSwitch bridges (a private ovs-vswitchd with dummy datapaths, control plane only, shuffled
+## datapath ids): bring-up, hosts learned by ARP, rules per switch, CPU and memory, REST
+## latency, ofproto/trace of sampled host pairs before and after a link cut; JSON + PNG into
+## results/real-switches. ARGS='--k 8 16 24', '--consecutive-ids', '--profile' (py-spy).
+.PHONY: bench-real
+bench-real: venv
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.real_switches $(ARGS)
+
 ## What-if prediction (docs/benchmarks.md §8): Loom's core on a generated fabric with a job
 ## mix; every link's load and every job's busbw (max-min fair model) under ecmp and loom,
 ## from paths traced through the rules the core installed; JSON + PNG into results/whatif.
