@@ -341,7 +341,11 @@ class Size:
                 self.progress(w, f"ARP round {len(per_round) + 1}, sending")
             self.res.setdefault("arp_send_s", []).append(round(time.monotonic() - t_round, 2))
             per_round.append(len(todo))
-            while time.monotonic() - t_round < self.opt.arp_every and len(learned) < len(hosts):
+            looked = False  # (sending a round may take longer than a round: look once)
+            while not looked or (
+                time.monotonic() - t_round < self.opt.arp_every and len(learned) < len(hosts)
+            ):
+                looked = True
                 self.check(w, ctl, ovs)
                 self.progress(w, f"ARP round {len(per_round)}")
                 time.sleep(0.1)
