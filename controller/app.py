@@ -54,7 +54,9 @@ GUARDED = ["rest"]  # what may fail: every guarded handler's name, and REST requ
 
 def guarded(handler: Handler) -> Handler:
     """Nothing a switch or host sends may raise out of a handler: an event whose handling
-    fails is counted (``loom_handler_errors_total``), logged once and dropped."""
+    fails is counted (``loom_handler_errors_total``), logged once and dropped. Each
+    handler yields when done: Ryu's event loop runs a backlog of events without yielding,
+    which would keep REST requests and the tick waiting behind hundreds of replies."""
 
     GUARDED.append(handler.__name__.strip("_"))
 
@@ -65,6 +67,7 @@ def guarded(handler: Handler) -> Handler:
         except Exception:
             self.counts.handler_errors[handler.__name__.strip("_")] += 1
             self.logger.exception("%s failed; the event is dropped", handler.__name__)
+        hub.sleep(0)
 
     return run
 

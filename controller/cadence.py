@@ -111,6 +111,40 @@ def lldp_on(dpid: int, ports: list[int], now: float = 0.0) -> Messages:
     return {dpid: msgs} if msgs else {}
 
 
+REPROBE_FIRST = 0.5  # s after a switch's first LLDP until its silent ports are probed again
+REPROBE_TRIES = 4  # ... then after 1, 2 and 4 s more
+REPROBE_FRAMES = 100  # frames a call at most (a fabric coming up brings thousands of ports)
+
+
+@dataclass
+class Reprobes:
+    """Ports still silent after a switch's first LLDP are probed again soon, at growing
+    gaps, instead of a whole LLDP round later (up to ``period`` seconds at size): its
+    first frames may have met a neighbour whose catch rule was not in yet, or been
+    dropped by a switch whose controller connection was full."""
+
+    _due: dict[int, tuple[float, float, int]] = field(default_factory=dict)  # at, gap, left
+
+    def start(self, now: float, dpid: int) -> None:
+        self._due[dpid] = (now + REPROBE_FIRST, REPROBE_FIRST, REPROBE_TRIES)
+
+    def due(self, now: float, silent: Callable[[int], list[int]]) -> Messages:
+        """LLDP out of the ``silent`` ports of switches due (a switch none of whose ports
+        is silent any more is done with)."""
+        out: Messages = {}
+        frames = 0
+        for at, dpid in sorted((at, d) for d, (at, _, _) in self._due.items()):
+            if at > now or frames >= REPROBE_FRAMES:
+                break
+            _, gap, left = self._due.pop(dpid)
+            ports = silent(dpid)
+            if ports and left > 1:
+                self._due[dpid] = (now + 2 * gap, 2 * gap, left - 1)
+            out.update(lldp_on(dpid, ports, now))
+            frames += len(ports)
+        return out
+
+
 class Excusable(Protocol):
     def excuse(self, now: float, seconds: float) -> None: ...
 

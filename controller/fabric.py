@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from controller.addressing import AddressBook
 from controller.arp import ArpService, announce
-from controller.cadence import Away, Cadence, lldp_asked, lldp_on
+from controller.cadence import Away, Cadence, Reprobes, lldp_asked, lldp_on
 from controller.compiler import RuleStore, held_hosts
 from controller.config import FabricConfig as FabricConfig  # (re-exported)
 from controller.engineer import TrafficEngineer
@@ -140,6 +140,7 @@ class Fabric:
         self._changed_at = 0.0  # when it last changed
         self.polls = Cadence(self.config.poll_interval, POLL_RATE)
         self.lldp = Cadence(self.config.lldp_interval, LLDP_RATE)
+        self.reprobes = Reprobes()
         self.away = Away()
         self._ports = 0  # live ports, for how far LLDP's interval is stretched
         self._last_change = 0.0  # last time the routed graph changed
@@ -344,6 +345,7 @@ class Fabric:
         weights = {d: float(len(s.ports)) for d, s in self.topo.switches.items()}
         self._ports = int(sum(weights.values()))
         merge(out, self._send_lldp(now, self.lldp.due(now, weights)))
+        merge(out, self.reprobes.due(now, self.topo.unlinked_ports))
         return out
 
     def _age(self, now: float) -> Messages:
@@ -530,6 +532,8 @@ class Fabric:
         if not self.base.pending:  # (the rest of the wave: a slice a call, in ``work``)
             self._resend.update(self._wave.difference(fresh))
             self._wave = set()
+        for dpid in fresh:
+            self.reprobes.start(now, dpid)
         merge(out, self._send_lldp(now, fresh))
         return out
 

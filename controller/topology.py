@@ -490,6 +490,19 @@ class Topology:
         host = self.hosts.get(self._mac_of_ip.get(ip, ""))
         return host if host is not None and host.ip == ip else None
 
+    def unlinked_ports(self, dpid: int) -> list[int]:
+        """Live ports no link was learned out of and no host is on: an LLDP frame out of
+        one may still find a link (its far end's frames may have been heard already)."""
+        switch = self.switches.get(dpid)
+        if switch is None:
+            return []
+        hosts = {h.port for h in self.hosts_at(dpid)}
+        return [
+            p
+            for p in switch.live_ports()
+            if p <= MAX_PHYSICAL_PORT and (dpid, p) not in self.links and p not in hosts
+        ]
+
     def hosts_at(self, dpid: int) -> list[Host]:
         """Hosts on a switch in a stable order (port, then MAC)."""
         macs = self._macs_on.get(dpid, set())

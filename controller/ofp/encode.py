@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from controller.model import (
@@ -15,6 +16,7 @@ from controller.model import (
     GroupAction,
     GroupMod,
     GroupType,
+    Match,
     Message,
     MeterMod,
     Op,
@@ -76,19 +78,42 @@ def action(act: Action) -> Any:
     raise TypeError(f"no OpenFlow encoding for action {act!r}")
 
 
-def instructions(rule: FlowRule) -> list[Any]:
+# Building Ryu's match and instruction objects costs several times what serializing them
+# does (every field is normalized through its text form), and the same matches and
+# actions recur on every switch of a fabric: each is built once. Ryu only reads them
+# when it serializes a message, so one object serves every message that carries it.
+ENCODED_CACHE = 1 << 15
+
+
+@functools.lru_cache(maxsize=ENCODED_CACHE)
+def match(m: Match) -> Any:
+    return parser.OFPMatch(**m.as_dict())
+
+
+@functools.lru_cache(maxsize=ENCODED_CACHE)
+def _instructions(
+    meter: int | None,
+    actions: tuple[Action, ...],
+    write_metadata: tuple[int, int] | None,
+    goto: int | None,
+) -> tuple[Any, ...]:
     out: list[Any] = []
-    if rule.meter is not None:
-        out.append(parser.OFPInstructionMeter(rule.meter, ofp.OFPIT_METER))
-    if rule.actions:
+    if meter is not None:
+        out.append(parser.OFPInstructionMeter(meter, ofp.OFPIT_METER))
+    if actions:
         out.append(
-            parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action(a) for a in rule.actions])
+            parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action(a) for a in actions])
         )
-    if rule.write_metadata is not None:
-        out.append(parser.OFPInstructionWriteMetadata(*rule.write_metadata))
-    if rule.goto is not None:
-        out.append(parser.OFPInstructionGotoTable(int(rule.goto)))
-    return out
+    if write_metadata is not None:
+        out.append(parser.OFPInstructionWriteMetadata(*write_metadata))
+    if goto is not None:
+        out.append(parser.OFPInstructionGotoTable(int(goto)))
+    return tuple(out)
+
+
+def instructions(rule: FlowRule) -> list[Any]:
+    goto = None if rule.goto is None else int(rule.goto)
+    return list(_instructions(rule.meter, rule.actions, rule.write_metadata, goto))
 
 
 def flow_mod(dp: Any, msg: FlowMod) -> Any:
@@ -104,7 +129,7 @@ def flow_mod(dp: Any, msg: FlowMod) -> Any:
         buffer_id=ofp.OFP_NO_BUFFER,
         out_port=ofp.OFPP_ANY,
         out_group=ofp.OFPG_ANY,
-        match=parser.OFPMatch(**rule.match.as_dict()),
+        match=match(rule.match),
         instructions=[] if msg.op is Op.DELETE else instructions(rule),
     )
 

@@ -393,7 +393,11 @@ class Size:
             flows.append((a, b, flow, mac))
         odp = dov.odp_ports(ovs)
         first = judge(ovs, odp, flows)
-        wrong = [(f[0].name, f[1].name, v) for f, (v, _) in zip(flows, first, strict=True) if v]
+        wrong = [
+            (f[0].name, f[1].name, v, f[3], br)
+            for f, (v, br) in zip(flows, first, strict=True)
+            if v
+        ]
         out: dict[str, Any] = {
             "pairs": len(pairs),
             "rest_links_when_traced": links,
@@ -402,12 +406,15 @@ class Size:
                 1 for (a, b), m in handed.items() if listed.get(fab.hosts[b].mac) != m
             ),
             "traced_right": len(pairs) - len(wrong),
-            "wrong": [{"src": s, "dst": d, "why": v} for s, d, v in wrong[:20]],
-            "reasons": dict(Counter(v for *_, v in wrong)),
+            "wrong": [
+                {"src": s, "dst": d, "why": v, "dl_dst": m, "bridges": list(br)}
+                for s, d, v, m, br in wrong[:20]
+            ],
+            "reasons": dict(Counter(v for _, _, v, _, _ in wrong)),
         }
         say(f"k={self.k}: {out['traced_right']}/{len(pairs)} sampled pairs traced right")
-        for s, d, v in wrong[:5]:
-            say(f"  {s} -> {d}: {v}")
+        for s, d, v, m, br in wrong[:5]:
+            say(f"  {s} -> {d} ({m}): {v}, through {' '.join(br)}")
         out["link_down"] = self.cut_and_trace(ovs, fab, flows, [p for _, p in first], ctl, w)
         return out
 

@@ -408,3 +408,21 @@ def test_the_switches_arp_answer_encodes_and_ovs_reads_every_step(tmp_path: Path
         )
         entry = SimpleNamespace(**{k: getattr(back, k) for k in ENTRY_FIELDS})
         assert decode.flow_rule(entry) == rule
+
+
+def test_a_match_and_actions_built_once_serialize_alike_in_every_message() -> None:
+    """Ryu's match and instruction objects are built once per distinct match and action
+    list and shared by every message carrying them: each message still serializes to
+    the bytes a freshly built one would, however often and in whatever order."""
+    other = FlowRule(
+        4, 90, Match.of(eth_dst=("0a:00:00:01:00:00", "ff:00:00:ff:00:00")),
+        (Output(7),), cookie=COOKIE,
+    )  # fmt: skip
+    fresh = {r: wire(FlowMod(Op.ADD, r)) for r in (RULE, other)}
+    first = encode.encode(StubDatapath(), FlowMod(Op.ADD, RULE))[0]
+    again = encode.encode(StubDatapath(), FlowMod(Op.MODIFY, RULE))[0]
+    assert first.match is again.match and first.instructions == again.instructions
+    for rule in (other, RULE, other, RULE):
+        assert wire(FlowMod(Op.ADD, rule)) == fresh[rule]
+    encode.match.cache_clear()
+    assert wire(FlowMod(Op.ADD, RULE)) == fresh[RULE]
