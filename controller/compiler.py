@@ -265,6 +265,35 @@ def _spread_bits(ports: tuple[int, ...]) -> int:
     return (len(ports) - 1).bit_length() if len(ports) > 1 else 0
 
 
+DETOUR_SPREAD_BITS = 2  # a detour's destinations spread over 4 of its ports at most
+
+
+def transit_spread(ports: tuple[int, ...], usual: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """The rules a block of destinations takes in transit, as (spread bits, spread value,
+    port): its own spread over ``ports`` (by the low bits of the destination's slot), or,
+    where ``ports`` are some of the default's ``usual`` ones, only the default's spread
+    values whose port is not among them: the others fall through to the default's rules,
+    which already lead to one of ``ports``. A failed link makes many destinations lose a
+    port or two; each then costs a rule or two, not a whole spread. Whichever is fewer.
+    Where ``ports`` outnumber the usual ones they are a detour (a core that lost its link
+    to a pod reaches it through any other pod: carrying only packets already on their way),
+    spread over a few of them only."""
+    if not ports:
+        return [(0, 0, OFPP_CONTROLLER)]
+    bits = _spread_bits(ports)
+    if usual and len(ports) > len(usual):
+        bits = min(bits, DETOUR_SPREAD_BITS)
+    own = [(bits, s, ports[s % len(ports)]) for s in range(1 << bits)]
+    if not usual or not set(ports) < set(usual):
+        return own
+    usual_bits, keep = _spread_bits(usual), set(ports)
+    spread = range(1 << usual_bits)
+    over = [
+        (usual_bits, s, ports[s % len(ports)]) for s in spread if usual[s % len(usual)] not in keep
+    ]
+    return over if len(over) < len(own) else own
+
+
 def _select_gid(ports: tuple[int, ...], taken: dict[int, tuple[int, ...]]) -> int:
     """A select group per set of next-hop ports, its id derived from the ports (so it
     stays put while other sets come and go)."""
@@ -300,15 +329,15 @@ def route_plan(
     cover = blocks(actions, True, default)
     if default is not None:
         cover.append((0, SWITCH_BITS, default))
+    usual = sets[default] if default is not None else ()
     for lo, size_log, action in cover:
-        prio = PRIO_ROUTE_DEFAULT if size_log == SWITCH_BITS else PRIO_ROUTE
+        is_default = size_log == SWITCH_BITS
+        prio = PRIO_ROUTE_DEFAULT if is_default else PRIO_ROUTE
         ports = sets[action] if action != TO_CONTROLLER else ()
-        bits = _spread_bits(ports)
-        for spread in range(1 << bits):
-            eth = _block_match(lo, size_log, bits, spread)
-            match = Match.of(eth_dst=eth, metadata=transit)
-            hop = Output(ports[spread % len(ports)]) if ports else Output(OFPP_CONTROLLER)
+        for bits, spread, port in transit_spread(ports, () if is_default else usual):
+            match = Match.of(eth_dst=_block_match(lo, size_log, bits, spread), metadata=transit)
             meter = None if ports else METER_MISS
+            hop = Output(port)
             rules.add_flow(FlowRule(Table.ROUTE, prio, match, (hop,), meter=meter, cookie=cookie))
     if from_hosts:
         _from_host_rules(rules, cookie, sets, blocks(actions, False, None), limits)

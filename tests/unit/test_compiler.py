@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import networkx as nx
+from hypothesis import given
+from hypothesis import strategies as st
 
 from controller.addressing import to_switch
 from controller.compiler import (
@@ -13,6 +15,7 @@ from controller.compiler import (
     diff,
     held_hosts,
     route_plan,
+    transit_spread,
     union_plans,
 )
 from controller.model import (
@@ -205,6 +208,38 @@ def test_route_plan_of_a_spine_has_one_rule_per_leaf_and_no_ingress_rules() -> N
     assert not plan.groups
     outs = {r.actions for r in plan.flows.values()}
     assert len(plan.flows) == 3 and outs == {(Output(1),), (Output(2),), (Output(3),)}
+
+
+def lands_on(usual: tuple[int, ...], ports: tuple[int, ...], slot: int) -> int:
+    """The port a transit packet to a block over ``ports`` leaves by, for its slot's low
+    bits: the block's own rule for them, else the default's (over ``usual``)."""
+    own = {s: p for bits, s, p in transit_spread(ports, usual) if slot % (1 << bits) == s}
+    usual_rules = {s: p for bits, s, p in transit_spread(usual, ()) if slot % (1 << bits) == s}
+    return next(iter(own.values())) if own else next(iter(usual_rules.values()))
+
+
+@given(
+    st.lists(st.integers(1, 48), min_size=1, max_size=24, unique=True),
+    st.lists(st.integers(1, 48), min_size=1, max_size=48, unique=True),
+)
+def test_a_block_in_transit_always_leaves_by_one_of_its_own_ports(
+    usual: list[int], ports: list[int]
+) -> None:
+    """Whether a block spreads over its own ports or only overrides the default where the
+    default's port is not one of them, every slot leaves by one of the block's ports; and
+    never with more rules than its own spread."""
+    rules = transit_spread(tuple(ports), tuple(usual))
+    assert len(rules) <= max(len(transit_spread(tuple(ports), ())), 1)
+    for slot in range(256):
+        assert lands_on(tuple(usual), tuple(ports), slot) in ports
+
+
+def test_a_destination_that_lost_one_of_the_usual_ports_costs_one_rule_in_transit() -> None:
+    usual = tuple(range(1, 9))  # an edge's eight uplinks
+    assert transit_spread(usual[1:], usual) == [(3, 0, 2)]  # (slot bits 3, slot 0 -> port 2)
+    assert len(transit_spread(usual[4:], usual)) == 4
+    detour = tuple(range(1, 16))  # a core that lost its pod: through any other pod
+    assert len(transit_spread(detour, (16,))) == 4
 
 
 def test_blocks_cover_each_destination_once_and_never_absorb_at_the_ingress() -> None:
