@@ -19,6 +19,9 @@ each in a subprocess of its own so peak RSS is that size's:
    dragonflies): each PortStatus call, the next tick, the core time and largest call
    until every switch's routes are planned again (the planning left after a call runs
    in slices, each a call of its own, as the shim runs them), the switches that got rules;
+   with ``--walk`` (the default up to ``WALK_UP_TO`` switches) ~200 host pairs, most of
+   them across that link, walked through the switches' rules after every call that
+   changed them (:mod:`~mininet_scenarios.bench.scale_walk`): looped, lost, delivered;
 5. a switch lost (an aggregation switch, a router) and back, empty, until settled;
 6. a host moved to a new port of another edge switch: PortStatus down, the new port up,
    its ARP from there;
@@ -53,6 +56,7 @@ from controller.fabric import Fabric, FabricConfig
 from controller.jobspec import JobSpec
 from controller.settings import Settings
 from mininet_scenarios.bench.scale_report import TARGETS, report
+from mininet_scenarios.bench.scale_walk import RerouteWalk
 from mininet_scenarios.bench.scale_wire import Tally, Wire
 from topologies import by_name, shuffle_ids
 
@@ -66,6 +70,7 @@ STEADY_S = 10.0
 SETTLE_LIMIT_S = 600.0  # simulated: a bring-up that takes longer is stuck, not slow
 PROGRESS_EVERY_S = 5.0  # wall
 JOB_RANKS = 16
+WALK_UP_TO = 3000  # switches: the reroute walk by default (its own time: k=32 12 s, k=48 41 s)
 
 
 class OverBudget(Exception):
@@ -91,14 +96,19 @@ class Watch:
         self.wire, self.label, self.budget = wire, label, budget
         self.started = self.shown = time.perf_counter()
         self.phase = "settle"
+        self.walk, self.walked_s = True, 0.0  # walks during a reroute, and their time
 
     def wall(self) -> float:
-        return time.perf_counter() - self.started
+        """Wall time of the size, its walks left out (they are the bench's, not the core's)."""
+        return time.perf_counter() - self.started - self.walked_s
+
+    def exclude(self, seconds: float) -> None:
+        self.walked_s += seconds
 
     def __call__(self) -> None:
         now = time.perf_counter()
         core = self.wire.total.core_s
-        if core > self.budget or now - self.started > self.budget:
+        if core > self.budget or self.wall() > self.budget:
             raise OverBudget(f"budget of {self.budget:g} s spent (core {core:.1f} s)")
         if now - self.shown >= PROGRESS_EVERY_S:
             self.shown = now
@@ -295,7 +305,10 @@ def pick_link(wire: Wire) -> tuple[int, int]:
 
 def link(wire: Wire, watch: Watch) -> dict[str, Any]:
     ref = pick_link(wire)
+    walk = RerouteWalk(wire, ref, spent=watch.exclude) if watch.walk else None
     tally = phase_tally(wire)
+    if walk is not None:
+        walk.start()
     ends = wire.set_link(ref, False)
     tick = wire.step()
     down = {
@@ -307,6 +320,7 @@ def link(wire: Wire, watch: Watch) -> dict[str, Any]:
     }
     for _ in range(20):  # 2 s down: nothing more should happen
         wire.step()
+    down["walk"] = walk.stop("2 s later") if walk is not None else None
     tally = phase_tally(wire)
     ends = wire.set_link(ref, True)
     up = {
@@ -393,7 +407,7 @@ def rss_mib() -> float:
 
 
 def run_size(
-    spec: str, budget: float, cluster: bool = False, ids: str = "shuffled"
+    spec: str, budget: float, cluster: bool = False, ids: str = "shuffled", walk: bool = True
 ) -> dict[str, Any]:
     """Every phase on one fabric, in this process; stops at the budget."""
     graph = by_name(spec)
@@ -415,7 +429,7 @@ def run_size(
     heap.start()  # as the app does once started: what exists before the first switch
     meter = GcMeter(wire)
     watch = Watch(wire, str(doc["name"]), budget)
-    wire.watch = watch
+    wire.watch, watch.walk = watch, walk
     gc.callbacks.append(meter)
     say(f"{doc['name']}: {doc['switches']} switches, {doc['hosts']} hosts, {doc['links']} links")
     try:
@@ -445,7 +459,7 @@ def run_size(
 
 
 def run_child(
-    spec: str, budget: float, cluster: bool = False, ids: str = "shuffled"
+    spec: str, budget: float, cluster: bool = False, ids: str = "shuffled", walk: bool = True
 ) -> dict[str, Any]:
     """``run_size`` in a subprocess of its own (its peak RSS is that size's alone)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -453,7 +467,7 @@ def run_child(
         cmd = [sys.executable, "-m", "mininet_scenarios.bench.scale", "--one", spec]
         cmd += ["--budget", str(budget), "--child-out", str(out)]
         cmd += ["--cluster"] if cluster else []
-        cmd += ["--ids", ids]
+        cmd += ["--ids", ids, "--walk" if walk else "--no-walk"]
         limit = 3 * budget + 300  # a single core call can outlast the budget
         try:
             proc = subprocess.run(cmd, timeout=limit, check=False)
@@ -498,6 +512,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="shuffled",
         help="datapath ids: random as real switches' (default) or numbered by position",
     )
+    ap.add_argument(
+        "--walk",
+        action=argparse.BooleanOptionalAction,
+        help=f"walk host pairs through every slice of the link phase's reroute (default: on"
+        f" up to {WALK_UP_TO:,} switches)",
+    )
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child: one size, in this process
     ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -526,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.one:
         write_json(
             args.child_out or Path("size.json"),
-            run_size(args.one, args.budget, args.cluster, args.ids),
+            run_size(args.one, args.budget, args.cluster, args.ids, args.walk is not False),
         )
         return 0
     from mininet_scenarios.bench.patterns_report import loom_version
@@ -553,7 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             doc["sizes"].append({"spec": spec, "switches": n, "skipped": True})
             continue
         say(f"== {spec}")
-        result = run_child(spec, args.budget, args.cluster, args.ids)
+        walk = n <= WALK_UP_TO if args.walk is None else args.walk
+        result = run_child(spec, args.budget, args.cluster, args.ids, walk)
         result.setdefault("switches", n)
         if "error" in result or not result.get("settle", {}).get("settled"):
             failed[family] = min(n, failed.get(family, n))

@@ -1,6 +1,7 @@
 """The scale benchmark's report: a table of every figure per fabric size beside its
-``docs/benchmarks.md`` §7 target, and a log-log figure of the core's times and rules per
-switch against fabric size. Pure functions of ``results.json``, so a saved run can be
+``docs/benchmarks.md`` §7 target, a line per size for the link phase's reroute walk
+(``scale_walk``), and a log-log figure of the core's times and rules per switch against
+fabric size. Pure functions of ``results.json``, so a saved run can be
 re-drawn: ``python -m mininet_scenarios.bench.scale_report results/scale``.
 """
 
@@ -89,6 +90,40 @@ def figures(size: dict[str, Any]) -> dict[str, Any]:
     return f
 
 
+WALK_KEYS = ("pairs", "crossing", "moments_walked", "looped", "lost", "controller", "walk_s")
+
+
+def walk_figures(walk: Any) -> dict[str, Any]:
+    """The link phase's walk (``scale_walk``): pairs, moments walked, pair-moments looped,
+    lost and only to the controller (summed over the moments), the worst moment."""
+    walk = walk if isinstance(walk, dict) else {}
+    worst = walk.get("worst")
+    worst = worst if worst and any(worst.get(k) for k in ("looped", "lost", "controller")) else None
+    where = f"{worst['at']} ({worst['looped']} looped, {worst['lost']} lost," if worst else "none"
+    where += f" {worst['controller']} to the controller)" if worst else ""
+    out = {f"walk_{k}": walk.get(k) for k in WALK_KEYS}
+    return out | {"walk_worst": where if walk else None}
+
+
+def walk_lines(doc: dict[str, Any]) -> list[str]:
+    """A line per size that walked its reroute."""
+    lines = []
+    for size in doc.get("sizes", []):
+        f = walk_figures(dig(size, "link", "down", "walk"))
+        if f["walk_pairs"] is None:
+            continue
+        bad = (f["walk_looped"] or 0) + (f["walk_lost"] or 0)
+        lines.append(
+            f"  {size.get('name', size.get('spec'))}: {_num(f['walk_pairs'])} pairs"
+            f" ({_num(f['walk_crossing'])} across the link), {_num(f['walk_moments_walked'])}"
+            f" moments; looped {_num(f['walk_looped'])}, lost {_num(f['walk_lost'])}, only to"
+            f" the controller {_num(f['walk_controller'])}; worst: {f['walk_worst']};"
+            f" {_num(f['walk_walk_s'])} s  {'FAIL' if bad else 'PASS'}"
+        )
+    head = "Reroute walks (link phase; pair-moments, summed over the moments walked):"
+    return ["", head, *lines] if lines else []
+
+
 def _kilo(x: Any) -> float | None:
     return x / 1000 if isinstance(x, int | float) else None
 
@@ -168,7 +203,7 @@ def table(doc: dict[str, Any]) -> str:
             bound = f"<= {target:g}" if target is not None else ""
             judged = verdict(v, target) or ("FAIL" if keys == ("settle_s",) else "")
             lines.append(f"  {label:<44} {_num(v):>16} {bound:>9}  {judged}".rstrip())
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + walk_lines(doc)) + "\n"
 
 
 MARKERS = {"fat_tree": "o", "dragonfly": "s"}

@@ -168,6 +168,7 @@ class SwitchTable:
     groups: dict[int, GroupRule] = field(default_factory=dict)
     meters: dict[int, MeterRule] = field(default_factory=dict)
     punt: dict[tuple[int | None, int], tuple[int, bool]] = field(default_factory=dict)
+    version: int = 0  # bumped by every message applied: lets a reader's index know it is stale
 
     @staticmethod
     def _punt_key(rule: FlowRule) -> tuple[int | None, int] | None:
@@ -179,6 +180,7 @@ class SwitchTable:
 
     def apply(self, msg: Message) -> int:
         """Apply a rule message; returns the change in the number of flows and groups."""
+        self.version += 1
         if isinstance(msg, ClearSwitch):
             before = len(self.flows) + len(self.groups)
             self.flows, self.groups, self.meters, self.punt = {}, {}, {}, {}
@@ -229,6 +231,9 @@ class Wire:
         self.total, self.tally = Tally(), Tally()
         self.in_core = False  # for a gc callback: is a core call running?
         self.watch: Callable[[], None] | None = None  # after every core call (budget, progress)
+        # after every core call, once its rules are applied, with the call's kind: a check of
+        # what the switches hold between calls (``scale_walk``), outside the timed call
+        self.after_call: Callable[[str], None] | None = None
         self.last_rule_at = 0.0  # simulated time of the last rule message
         self.core_at_last_rule = self.wall_at_last_rule = 0.0  # total core time, clock then
         self.rules_installed = 0  # flows + groups on every switch
@@ -282,6 +287,8 @@ class Wire:
             for name, spent in planned:
                 tally.planning[name] = tally.planning.get(name, 0.0) + spent
         self.send(out)
+        if self.after_call is not None:
+            self.after_call(kind)
         if self.watch is not None:
             self.watch()
         return Call(kind, seconds, out)
