@@ -454,10 +454,11 @@ class Size:
         ends = [(agg, agg_port), (core, core_port)] if self.opt.cut_both else [(agg, agg_port)]
         links_before = w.latest.get("links")
         say(f"k={self.k}: cutting {agg}:{agg_port} - {core}:{core_port} ({users} sampled paths)")
+        odp = dov.odp_ports(ovs)  # (before: a port deleted renumbers no other)
         t_cut = time.monotonic()
         for end in ends:
             dov.cut(ovs, fab, end)
-        odp = dov.odp_ports(ovs)
+        cut_s = round(time.monotonic() - t_cut, 3)
         polls: list[dict[str, Any]] = []
         right_after = None
         while True:
@@ -491,6 +492,7 @@ class Size:
         return {
             "link": f"{agg}:{agg_port} - {core}:{core_port}",
             "ends_deleted": [f"{b}:{p}" for b, p in ends],
+            "cut_took_s": cut_s,
             "sampled_paths_over_it": users,
             "right_again_after_s": right_after,
             "worst_poll_wrong": worst,
