@@ -19,6 +19,7 @@ from controller.arp import ArpService, announce
 from controller.cadence import Away, Cadence, Reprobes, lldp_asked, lldp_on
 from controller.compiler import RuleStore, held_hosts
 from controller.config import FabricConfig as FabricConfig  # (re-exported)
+from controller.delivery import Destinations
 from controller.engineer import TrafficEngineer
 from controller.jobs import JobBook
 from controller.jobspec import JobSpec
@@ -53,7 +54,6 @@ from controller.readings import Readings
 from controller.routekeeper import RouteKeeper
 from controller.sources import (
     BasePipeline,
-    Destinations,
     FastFailover,
     PlanInputs,
     PlanSource,

@@ -6,17 +6,20 @@ switches route on the new graph and some on the old. Two things keep packets saf
 * ``prune``: switches not planned afresh yet keep their old routes without dead ports
   until their turn: a packet goes on over a live equal-cost port, or to the controller
   (metered). Old routes are shortest paths, so a subset of them cannot loop.
-* ``update_order``: a switch takes its new routes only after the switches it will send
-  to have taken theirs, for every destination whose next hops change at both (the
-  destination side first). A packet then moves on old routes until it meets a switch
-  with new ones, and from there on new routes only: it cannot come back. Where the
-  dependencies form a cycle (rare: they are per destination, but a switch's plan is
-  whole) it is broken at the switch that waits for the fewest others.
+* ``update_order`` and ``Reroute``: a switch takes its new routes towards a destination
+  only once the switches they lead to have theirs (or do not change there): the
+  destination side first. A packet then moves on old routes until it meets a switch
+  with new ones, and from there on new routes only: it cannot come back. Switches are
+  ordered so that most find every destination ready at their turn; where they wait on
+  each other in a cycle (for different destinations: common among a dragonfly group's
+  routers) the switch that waits for the fewest goes first, with new routes only for
+  the destinations that are ready, and takes another turn for the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +28,7 @@ from controller.model import (
     MAX_PHYSICAL_PORT,
     OFPP_CONTROLLER,
     FlowRule,
+    GroupAction,
     GroupRule,
     Output,
     SwitchRules,
@@ -34,12 +38,19 @@ from controller.routing import Routes
 
 def prune(rules: SwitchRules, live: set[int]) -> SwitchRules:
     """``rules`` without outputs to physical ports not ``live``: a select group loses those
-    buckets; a rule whose only way out was such a port sends to the controller (metered).
+    buckets; a rule whose only way out was such a port, or a group all of whose buckets
+    lead to such ports, sends to the controller (metered).
     The very object when nothing goes."""
     out = SwitchRules(meters=dict(rules.meters))
     pruned = False
+    gone = {  # groups that would drop everything: their rules go to the controller too
+        gid
+        for gid, g in rules.groups.items()
+        if g.buckets and all(any(_dead(a, live) for a in b.actions) for b in g.buckets)
+    }
     for rule in rules.flows.values():
-        if any(_dead(a, live) for a in rule.actions):
+        if any(_dead(a, live) or (isinstance(a, GroupAction) and a.group_id in gone)
+               for a in rule.actions):  # fmt: skip
             miss = (Output(OFPP_CONTROLLER),)
             rule = FlowRule(rule.table, rule.priority, rule.match, miss, rule.goto,
                             rule.write_metadata, METER_MISS, rule.cookie)  # fmt: skip
@@ -67,13 +78,78 @@ def _codes(hops: Hops, code: dict[tuple[int, ...], int]) -> np.ndarray:
     return np.asarray(table[np.where(ids == TO_CONTROLLER, len(sets), ids)])
 
 
-def update_order(routes: Routes, old: Mapping[int, Hops], new: Mapping[int, Hops]) -> list[int]:
+MAX_PASSES = 4  # turns a switch takes in one reroute before it takes its new hops whole
+
+
+@dataclass
+class Reroute:
+    """Per destination column, which switches of a sliced reroute route on their new
+    hops yet, so that each switch takes its new hops for a destination only once the
+    switches those lead to have theirs (or do not change there). A switch whose turn
+    comes early, as one of a cycle of switches waiting on each other for different
+    destinations must, takes its new hops for the destinations that are ready, a ready
+    subset of them where only some are, and keeps its old hops (without dead ports) for
+    the rest: it takes another turn later. Per destination the new routes lead towards
+    it, so readiness spreads from the destination's side and every turn adds to it."""
+
+    old: Mapping[int, Hops]
+    changed: dict[int, np.ndarray]  # switch -> columns whose next hops change
+    peer_of: dict[int, dict[int, int]]  # switch -> port -> neighbour switch in the reroute
+    new_at: dict[int, np.ndarray] = field(default_factory=dict)  # columns on new hops
+    passes: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.new_at = {d: ~c for d, c in self.changed.items()}
+
+    def hops(self, dpid: int, new: Hops, live: set[int]) -> tuple[Hops, bool]:
+        """What ``dpid`` routes on at its turn (``new``: its new hops; ``live``: its ports
+        with a link), and whether that is ``new`` whole (no other turn needed)."""
+        self.passes[dpid] = self.passes.get(dpid, 0) + 1
+        sets, ids = new
+        old = self.old.get(dpid)
+        if dpid not in self.changed or old is None or self.passes[dpid] >= MAX_PASSES:
+            self.new_at[dpid] = np.ones(len(ids), bool)
+            return new, True
+        ready = {p: self.new_at[peer] for p, peer in self.peer_of.get(dpid, {}).items()}
+        index = {s: i for i, s in enumerate(sets)}
+        out, held, whole = ids.copy(), np.zeros(len(ids), bool), True
+        # a destination it had no route to: no switch routed there through it either
+        waiting = self.changed[dpid] & (old[1] != TO_CONTROLLER)
+        for sid, ports in enumerate(sets):
+            cols = np.flatnonzero((ids == sid) & waiting)
+            waits = [(bit, ready[p][cols]) for bit, p in enumerate(ports) if p in ready]
+            if not cols.size or all(r.all() for _, r in waits):
+                continue
+            code = np.zeros(cols.size, np.int64)
+            for bit, r in waits:
+                code |= (~r).astype(np.int64) << bit
+            for miss in np.unique(code[code != 0]).tolist():
+                at, whole = cols[code == miss], False
+                subset = tuple(p for bit, p in enumerate(ports) if not miss >> bit & 1)
+                if subset:  # the ready ones of its new next hops
+                    out[at] = index.setdefault(subset, len(index))
+                else:  # none ready: its old next hops, without dead ports
+                    held[at] = True
+                    for col in at.tolist():
+                        was = int(old[1][col])
+                        kept = tuple(p for p in old[0][was] if p in live) if was >= 0 else ()
+                        out[col] = index.setdefault(kept, len(index)) if kept else TO_CONTROLLER
+        self.new_at[dpid] = ~held
+        return (sorted(index, key=index.__getitem__), out), whole
+
+
+def update_order(
+    routes: Routes, old: Mapping[int, Hops], new: Mapping[int, Hops]
+) -> tuple[list[int], Reroute]:
     """The switches of ``new`` (their next hops on ``routes``) in an order in which each
-    comes after the switches it depends on (see the module's docstring); ``old``: their
-    hops before, on the same destination columns (a switch without: all changed)."""
+    comes after the switches it depends on (see the module's docstring), and the
+    ``Reroute`` that tells each, at its turn, which destinations it may take new hops
+    for; ``old``: their hops before, on the same destination columns (a switch without:
+    all changed)."""
     code: dict[tuple[int, ...], int] = {}
     changed: dict[int, np.ndarray] = {}
     uses: dict[int, dict[int, np.ndarray]] = {}  # switch -> neighbour -> columns via it
+    peer_of: dict[int, dict[int, int]] = {}
     for dpid, hops in new.items():
         now = _codes(hops, code)
         before = old.get(dpid)
@@ -83,6 +159,7 @@ def update_order(routes: Routes, old: Mapping[int, Hops], new: Mapping[int, Hops
         for port, node, _ in routes.out.get(dpid, []):
             peer: int = node  # type: ignore[assignment]
             if peer in new:
+                peer_of.setdefault(dpid, {})[port] = peer
                 holds = np.array([port in s for s in sets] + [False])
                 taken = holds[np.where(ids == TO_CONTROLLER, len(sets), ids)]
                 via[peer] = via.get(peer, taken) | taken
@@ -92,7 +169,7 @@ def update_order(routes: Routes, old: Mapping[int, Hops], new: Mapping[int, Hops
         for peer, taken in via.items():
             if peer != dpid and np.any(taken & changed[dpid] & changed[peer]):
                 after[dpid].add(peer)
-    return _topological(after)
+    return _topological(after), Reroute(old, changed, peer_of)
 
 
 def _topological(after: dict[int, set[int]]) -> list[int]:

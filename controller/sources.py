@@ -7,8 +7,9 @@ kinds that no source planned any more (a switch, host, flow, job or tenant that 
 Sources never send anything: the conductor (``controller.fabric``) commits their plans
 through the rule store, protected by fast failover where the owner kind follows routes.
 
-This module holds the sources that are a few lines each; traffic engineering
-(``controller.engineer``) and jobs (``controller.jobs``) are sources of their own.
+This module holds the sources that are a few lines each; delivery to hosts
+(``controller.delivery``), traffic engineering (``controller.engineer``) and jobs
+(``controller.jobs``) are sources of their own.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from controller.addressing import AddressBook
-from controller.compiler import Hops, base_plan, delivery_plan, next_hops, route_plan, union_plans
+from controller.compiler import Hops, base_plan, next_hops, route_plan, union_plans
 from controller.grouping import leaf_groups, neighbours
 from controller.limits import NO_LIMITS, Limits, SwitchLimits
 from controller.model import PortRef, SwitchRules
 from controller.owners import Owner, OwnerKind, Plan, Plans
 from controller.protection import Protection, ProtectionPlanner, protect
 from controller.qos import TrafficClass
-from controller.repair import prune, touched, update_order
+from controller.repair import Reroute, prune, touched, update_order
 from controller.routing import Routes
 from controller.tenants import TenantView, admit_plan
 from controller.topology import Host, Topology
@@ -177,6 +178,7 @@ class Routing:
     _hops: dict[int, Hops] = field(default_factory=dict)  # what each plan was made from
     _fresh: dict[int, Hops] = field(default_factory=dict)  # ... and will be, once pending
     _order: dict[int, int] = field(default_factory=dict)  # pending switch -> its turn
+    _reroute: Reroute | None = None  # which destinations each may take new hops for
 
     def arrange(self, topo: Topology, dests: Callable[[], list[int]]) -> bool:
         """Switch indexes laid out by the fabric's shape (``AddressBook.arrange``), again
@@ -233,27 +235,38 @@ class Routing:
         )
         order = order[: self.slice_size()]
         out: Plans = {}
+        again: list[int] = []  # switches with destinations left for another turn
         for dpid in order:
             from_hosts, limits = self._key(inputs, dpid)
-            hops = self._fresh.pop(dpid, None) or next_hops(dpid, routes)
+            hops = self._fresh.get(dpid) or next_hops(dpid, routes)
+            if self._reroute is not None:
+                live = inputs.topo.linked_ports(dpid)
+                hops, whole = self._reroute.hops(dpid, hops, live)
+                again += [] if whole else [dpid]
             plan = {dpid: route_plan(dpid, routes, self._indexes, from_hosts, limits, hops)}
             self._plans[dpid], self._hops[dpid] = (from_hosts, limits, plan), hops
             out[(OwnerKind.ROUTE, dpid)] = plan
         self.pending.difference_update(order)
         self._urgent.difference_update(order)
+        for dpid in order:
+            if dpid not in again:
+                self._fresh.pop(dpid, None)
+        self.pending.update(again)
+        last = max(self._order.values(), default=0)
+        self._order.update((d, last + 1 + i) for i, d in enumerate(again))
         return out
 
     def _ordered(self, routes: Routes | None) -> None:
         """The turn of each pending switch (``controller.repair.update_order``) when the
         change is known and small enough; else none (their own links changed first)."""
-        self._fresh, self._order = {}, {}
+        self._fresh, self._order, self._reroute = {}, {}, None
         if routes is None:
             self._hops = {}  # (columns or indexes changed: old hops mean nothing)
             return
         if not self.pending or len(self.pending) > ORDER_LIMIT:
             return
         self._fresh = {d: next_hops(d, routes) for d in sorted(self.pending)}
-        order = update_order(routes, self._hops, self._fresh)
+        order, self._reroute = update_order(routes, self._hops, self._fresh)
         self._order = {d: i for i, d in enumerate(order)}
 
     def interim(
@@ -297,73 +310,6 @@ class Routing:
         """How many select groups ``dpid``'s routes use (what fast failover must fit beside)."""
         cached = self._plans.get(dpid)
         return len(cached[2][dpid].groups) if cached and dpid in cached[2] else 0
-
-
-DestStamp = tuple[int, int, TenantView]  # host and address stamps at a switch, tenants
-
-
-@dataclass
-class Destinations:
-    """Per destination switch: delivery to its hosts under their Loom addresses.
-    Remembers which switch each host MAC is delivered on, for host moves and for packets
-    that beat their route (``routed_to``)."""
-
-    book: AddressBook
-    kinds: tuple[OwnerKind, ...] = (OwnerKind.DEST,)
-    _routed_to: dict[str, int] = field(default_factory=dict)  # host MAC -> dest switch
-    _macs_at: dict[int, set[str]] = field(default_factory=dict)
-    # per destination: (what it was planned for, its hosts and addresses, plan)
-    _plans: dict[int, tuple[DestStamp, object, Plan]] = field(default_factory=dict)
-
-    def address(self, inputs: PlanInputs, host: Host) -> str:
-        return self.book.address(host.mac, host.dpid, inputs.tenants.id_of(host.tenant), host.port)
-
-    def plan(self, inputs: PlanInputs, dest: int) -> Plan:
-        """Delivery at ``dest``: the very plan it had while no host there came, went or
-        changed, no address there changed and the tenants are the same (a link event
-        looks at none of 27,648 hosts' addresses again)."""
-        cached = self._plans.get(dest)
-        if cached is not None and self._same(cached[0], self._stamp(inputs, dest)):
-            return cached[2]
-        hosts = [(h, self.address(inputs, h)) for h in inputs.topo.hosts_at(dest)]
-        key = [(h.mac, h.ip, h.port, a) for h, a in hosts]
-        plan = cached[2] if cached is not None and cached[1] == key else delivery_plan(dest, hosts)
-        self._plans[dest] = (self._stamp(inputs, dest), key, plan)  # (addresses taken now)
-        return plan
-
-    def _stamp(self, inputs: PlanInputs, dest: int) -> DestStamp:
-        hosts, book = inputs.topo.host_stamps.get(dest, 0), self.book.stamps.get(dest, 0)
-        return hosts, book, inputs.tenants
-
-    @staticmethod
-    def _same(a: DestStamp, b: DestStamp) -> bool:
-        return a[:2] == b[:2] and a[2] is b[2]
-
-    def plan_all(self, inputs: PlanInputs) -> Plans:
-        dests = sorted(inputs.topo.host_switches())
-        return {(OwnerKind.DEST, d): self.plan(inputs, d) for d in dests}
-
-    def host_moved(self, inputs: PlanInputs, host: Host) -> Plans:
-        """A host appeared or moved: its switch, and the switch it left if any."""
-        plans: Plans = {(OwnerKind.DEST, host.dpid): self.plan(inputs, host.dpid)}
-        left = self._routed_to.get(host.mac)
-        if left is not None and left != host.dpid:
-            plan = self.plan(inputs, left) if inputs.topo.hosts_at(left) else {}
-            plans[(OwnerKind.DEST, left)] = plan
-        return plans
-
-    def routed_to(self, mac: str) -> int | None:
-        return self._routed_to.get(mac)
-
-    def committed(self, topo: Topology, dest: int, planned: bool) -> None:
-        """Note where each host MAC is delivered once its destination's plan is sent."""
-        for mac in self._macs_at.pop(dest, set()):
-            if self._routed_to.get(mac) == dest:
-                del self._routed_to[mac]
-        if planned:
-            macs = {h.mac for h in topo.hosts_at(dest)}
-            self._macs_at[dest] = macs
-            self._routed_to.update((mac, dest) for mac in macs)
 
 
 @dataclass

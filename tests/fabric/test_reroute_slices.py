@@ -40,8 +40,9 @@ def walk_every_slice(sim: LoomSim, a: str, b: str) -> list[str]:
 
     def walk(when: str) -> None:
         report = sim.fake.reachability()
-        reasons = {br.end.reason for t in report.traces.values() for br in t.branches}
-        if report.looped or "dead-port" in reasons or "in-port" in reasons:
+        drops = {br.end.reason for t in report.traces.values() for br in t.branches
+                 if br.end.kind == "drop"}  # fmt: skip
+        if report.looped or drops:
             problems.append(f"{a}-{b} down, {when}:\n{report.render()}")
 
     sim.set_link(a, b, False)

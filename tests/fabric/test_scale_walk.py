@@ -112,20 +112,30 @@ def test_the_walker_finds_loops_dead_ports_and_turned_back_packets() -> None:
     assert walk.outcome == "lost" and walk.reason == f"dead port {wire.where[dst][1]}"
 
 
-@pytest.mark.parametrize("failover", [True, False], ids=["failover", "routes"])
-def test_no_pair_loops_or_is_lost_after_any_slice_of_a_reroute_at_k8(
-    failover: bool, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("spec", "failover"),
+    [
+        ("fat_tree:k=8", True),
+        ("fat_tree:k=8", False),
+        ("dragonfly:a=4,p=2,h=2,g=9", True),
+        ("dragonfly:a=8,p=4,h=4,g=33", True),
+    ],
+)
+def test_no_pair_loops_or_is_lost_after_any_slice_of_a_reroute(
+    spec: str, failover: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The bench's own check on a k=8 fat-tree with shuffled ids, planned one switch a
-    call: an aggregation-core link fails; every call that changes a switch is walked."""
+    """The bench's own check, with shuffled ids, planned one switch a call: an
+    aggregation-core link of a fat-tree fails, or a global link of a dragonfly (whose
+    routers wait on each other in cycles, for different destinations); every call that
+    changes a switch is walked."""
     monkeypatch.setattr(sources, "ROUTE_SLICE_WORK", 1)
-    spec = "fat_tree:k=8"
     config = dataclasses.replace(core_config(), fast_failover=failover)
     wire = Wire(shuffle_ids(by_name(spec), spec), Fabric(config))
     watch = Watch(wire, spec, 600.0)
     assert settle(wire, watch, cold=True)["settled"]
     ref = pick_link(wire)
-    assert {wire.roles[ref[0]], wire.roles[wire.peer[ref][0]]} == {"agg", "core"}
+    ends = {wire.roles[ref[0]], wire.roles[wire.peer[ref][0]]}
+    assert ends == ({"agg", "core"} if spec.startswith("fat") else {"router"}), ends
     walk = RerouteWalk(wire, ref)
     walk.start()
     wire.set_link(ref, False)
