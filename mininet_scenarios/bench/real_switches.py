@@ -413,6 +413,10 @@ class Size:
             "reasons": dict(Counter(v for _, _, v, _, _ in wrong)),
         }
         say(f"k={self.k}: {out['traced_right']}/{len(pairs)} sampled pairs traced right")
+        wrong_flows = [(f[0].bridge, f[2]) for f, (v, _) in zip(flows, first, strict=True) if v]
+        if wrong_flows:  # the switches' own account of the first few, rule by rule
+            texts = ovs.appctl_many("ofproto/trace", [list(f) for f in wrong_flows[:5]])
+            (self.run / "wrong_traces.txt").write_text("\n\n".join(texts))
         for s, d, v, m, br in wrong[:5]:
             say(f"  {s} -> {d} ({m}): {v}, through {' '.join(br)}")
         out["link_down"] = self.cut_and_trace(ovs, fab, flows, [p for _, p in first], ctl, w)
