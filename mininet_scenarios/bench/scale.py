@@ -70,7 +70,9 @@ STEADY_S = 10.0
 SETTLE_LIMIT_S = 600.0  # simulated: a bring-up that takes longer is stuck, not slow
 PROGRESS_EVERY_S = 5.0  # wall
 JOB_RANKS = 16
-WALK_UP_TO = 3000  # switches: the reroute walk by default (its own time: k=32 12 s, k=48 41 s)
+# switches: the reroute walk by default (its own time: k=32 12 s; k=48 45 s, and its
+# indexes, in this process, would count in the size's peak RSS: --walk for it)
+WALK_UP_TO = 1500
 
 
 class OverBudget(Exception):
