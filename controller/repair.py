@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controller.compiler import METER_MISS, TO_CONTROLLER, Hops
+from controller.compiler import METER_MISS
 from controller.model import (
     MAX_PHYSICAL_PORT,
     OFPP_CONTROLLER,
@@ -33,6 +33,7 @@ from controller.model import (
     Output,
     SwitchRules,
 )
+from controller.nexthops import TO_CONTROLLER, Hops
 from controller.routing import Routes
 
 

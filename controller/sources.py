@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from controller.addressing import AddressBook
-from controller.compiler import Hops, base_plan, next_hops, route_plan, union_plans
+from controller.compiler import base_plan, route_plan, union_plans
 from controller.grouping import leaf_groups, neighbours
 from controller.limits import NO_LIMITS, Limits, SwitchLimits
 from controller.model import PortRef, SwitchRules
+from controller.nexthops import Hops, next_hops
 from controller.owners import Owner, OwnerKind, Plan, Plans
 from controller.protection import Protection, ProtectionPlanner, protect
 from controller.qos import TrafficClass

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import random
 import shutil
 import signal
@@ -58,18 +57,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mininet_scenarios.bench import real_switches_parts as parts
 from mininet_scenarios.bench import real_switches_report as rep
+from mininet_scenarios.bench.headless import write_json
+from mininet_scenarios.bench.real_switches_parts import Flow
 from mininet_scenarios.harness import dummy_ovs as dov
 from mininet_scenarios.harness.client import LoomClient
 from mininet_scenarios.harness.controller import ControllerProcess
 from mininet_scenarios.harness.processes import ChildProcess, free_port
-from mininet_scenarios.workloads import frames as fr
 from mininet_scenarios.workloads.flood import process_cpu_seconds
 from topologies import fat_tree
 
 PROGRESS_EVERY_S = 5.0
-Flow = tuple[dov.HostPort, dov.HostPort, str, str]  # source, destination, flow, dl_dst
-ZERO_MAC = "00:00:00:00:00:00"
 
 
 class OverBudget(Exception):
@@ -95,13 +94,6 @@ class Options:
 
 def say(text: str) -> None:
     print(f"[real] {text}", flush=True)
-
-
-def write_json(path: Path, doc: Any) -> None:
-    """Replace ``path`` at once: a reader never sees half a file."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    tmp.replace(path)
 
 
 # --------------------------------------------------------------------------- one size
@@ -206,7 +198,7 @@ class Size:
     def partial(self, ovs: dov.DummyOvs, w: rep.Watch, ofp: int) -> None:
         try:
             if self.profiler is not None and self.profiler.proc is not None:
-                self.res["profile"] = self.stop_profiler(self.profiler)
+                self.res["profile"] = parts.stop_profiler(self.profiler, self.run)
             if "timeline" not in self.res:
                 self.res["logs"] = rep.logs(self.run / "ryu.txt", ovs, ofp)
                 self.res["timeline"] = self.timeline(w)
@@ -217,7 +209,7 @@ class Size:
         self, ovs: dov.DummyOvs, fab: dov.OvsFabric, ctl: ControllerProcess, w: rep.Watch, ofp: int
     ) -> None:
         opt, res = self.opt, self.res
-        self.profiler = self.start_profiler(ctl)
+        self.profiler = parts.start_profiler(ctl.pid, self.run) if opt.profile else None
         self.cpu0 = (process_cpu_seconds(ctl.pid or 0), process_cpu_seconds(ovs.pid()))
         busy0 = rep.machine_busy_seconds()
         db_pid = ovs.ovsdb.pid if ovs.ovsdb and ovs.ovsdb.pid else 0
@@ -245,7 +237,7 @@ class Size:
         t_settled = self.settle(w, ctl, ovs, want_links, len(fab.hosts))
         res["tables_resolution_s"] = w.resolution()
         if self.profiler is not None:
-            res["profile"] = self.stop_profiler(self.profiler)
+            res["profile"] = parts.stop_profiler(self.profiler, self.run)
         res["tables"] = rep.tables(fab, w.tables)
         s = w.latest
         res["cpu_at_settled"] = {
@@ -336,7 +328,7 @@ class Size:
             for i in range(0, len(todo), 256):  # a busy switch takes these slowly
                 chunk = todo[i : i + 256]
                 first.update({h.name: time.monotonic() for h in chunk if h.name not in first})
-                dov.receive(ovs, [(h.name, arp_request(h, target[h.name])) for h in chunk])
+                dov.receive(ovs, [(h.name, parts.arp_request(h, target[h.name])) for h in chunk])
                 self.check(w, ctl, ovs)
                 self.progress(w, f"ARP round {len(per_round) + 1}, sending")
             self.res.setdefault("arp_send_s", []).append(round(time.monotonic() - t_round, 2))
@@ -392,7 +384,7 @@ class Size:
             )
             flows.append((a, b, flow, mac))
         odp = dov.odp_ports(ovs)
-        first = judge(ovs, odp, flows)
+        first = parts.judge(ovs, odp, flows)
         wrong = [
             (f[0].name, f[1].name, v, f[3], br)
             for f, (v, br) in zip(flows, first, strict=True)
@@ -435,7 +427,11 @@ class Size:
         got: dict[tuple[str, str], str] = {}
         end = time.monotonic() + 20.0
         while len(got) < len(pairs) and time.monotonic() < end:
-            todo = [(a.name, arp_request(a, b.ip)) for a, b in pairs if (a.name, b.name) not in got]
+            todo = [
+                (a.name, parts.arp_request(a, b.ip))
+                for a, b in pairs
+                if (a.name, b.name) not in got
+            ]
             dov.receive(ovs, todo)
             until = time.monotonic() + self.opt.arp_every
             while len(got) < len(pairs) and time.monotonic() < until:
@@ -468,7 +464,7 @@ class Size:
         while True:
             self.check(w, ctl, ovs)
             t = time.monotonic()
-            verdicts = judge(ovs, odp, flows)
+            verdicts = parts.judge(ovs, odp, flows)
             reasons = Counter(v for v, _ in verdicts if v)
             polls.append(
                 {
@@ -504,42 +500,6 @@ class Size:
             "rest_links_dropped_at_s": self.rel(gone[0]) if gone else None,
             "cut_at_s": self.rel(t_cut),
         }
-
-    # ------------------------------------------------------------- profiler
-    def start_profiler(self, ctl: ControllerProcess) -> ChildProcess | None:
-        spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-        if not self.opt.profile or ctl.pid is None:
-            return None
-        if not Path(spy).exists():
-            say("--profile: py-spy is not installed (pip install py-spy): no profile")
-            return None
-        out = self.run / "py-spy.txt"
-        argv = [spy, "record", "--pid", str(ctl.pid), "--format", "raw", "--rate", "50",
-                "--nonblocking", "-o", str(out)]  # fmt: skip
-        child = ChildProcess(argv, self.run / "py-spy.log", stop_timeout=30.0)
-        child.start()
-        return child
-
-    def stop_profiler(self, child: ChildProcess) -> dict[str, Any]:
-        child.stop(signal.SIGINT, grace=30.0)  # py-spy writes its stacks on SIGINT
-        return rep.profile_summary(self.run / "py-spy.txt")
-
-
-# --------------------------------------------------------------------------- pieces
-
-
-def arp_request(h: dov.HostPort, ip: str) -> bytes:
-    """A host's broadcast ARP request for ``ip``."""
-    return fr.arp_frame(h.mac, fr.BROADCAST, 1, h.mac, h.ip, ZERO_MAC, ip)
-
-
-def judge(
-    ovs: dov.DummyOvs, odp: dict[int, tuple[str, str]], flows: Sequence[Flow]
-) -> list[tuple[str, tuple[str, ...]]]:
-    """Per flow: "" if the packet from its source arrives right at its destination, else
-    why not; and the bridges it went through."""
-    got = dov.traces(ovs, [(a.bridge, flow, mac) for a, _, flow, mac in flows])
-    return [(rep.verdict(tr, f[1], odp), tr.bridges) for tr, f in zip(got, flows, strict=True)]
 
 
 def _pct(x: float | None) -> str:

@@ -26,6 +26,7 @@ from mininet_scenarios.bench.scale_report import dig
 from mininet_scenarios.harness import dummy_ovs as dov
 from mininet_scenarios.harness.client import LoomClient
 from mininet_scenarios.harness.metrics import percentile
+from mininet_scenarios.harness.processes import socket_port, tcp_sockets
 from mininet_scenarios.workloads.flood import process_cpu_seconds
 
 
@@ -209,21 +210,15 @@ def ofp_sockets(port: int) -> tuple[int, float, float]:
     by the switches' sockets but not yet taken (a controller that falls behind shows here
     before anywhere else)."""
     switches = unread = unsent = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
+    for f in tcp_sockets():
+        if f[3] != "01":  # established
             continue
-        for line in lines:
-            f = line.split()
-            if f[3] != "01":  # established
-                continue
-            tx, rx = (int(x, 16) for x in f[4].split(":"))
-            if int(f[1].rsplit(":", 1)[1], 16) == port:
-                unread += rx
-            elif int(f[2].rsplit(":", 1)[1], 16) == port:
-                switches += 1
-                unsent += tx
+        tx, rx = (int(x, 16) for x in f[4].split(":"))
+        if socket_port(f[1]) == port:
+            unread += rx
+        elif socket_port(f[2]) == port:
+            switches += 1
+            unsent += tx
     return switches, round(unread / 1024, 1), round(unsent / 1024, 1)
 
 

@@ -54,19 +54,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _listening_inodes(port: int) -> set[str]:
-    inodes: set[str] = set()
+def tcp_sockets() -> Iterator[list[str]]:
+    """Every TCP socket of the machine, IPv4 and IPv6, as the kernel lists it in
+    ``/proc/net/tcp*``: split fields (1 local address, 2 remote, 3 state, 4 tx:rx queue,
+    9 inode)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
         except OSError:
             continue
-        for line in lines:
-            fields = line.split()
-            local, state, inode = fields[1], fields[3], fields[9]
-            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
-                inodes.add(inode)
-    return inodes
+        yield from (line.split() for line in lines)
+
+
+def socket_port(address: str) -> int:
+    """The port of an address as ``/proc/net/tcp`` writes it (``ADDR:PORT`` in hex)."""
+    return int(address.rsplit(":", 1)[1], 16)
+
+
+def _listening_inodes(port: int) -> set[str]:
+    return {f[9] for f in tcp_sockets() if f[3] == "0A" and socket_port(f[1]) == port}
 
 
 def pid_listens_on(pid: int, port: int) -> bool:

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from controller import routing, topology
-from controller.compiler import _distinct_columns
 from controller.model import PortDesc
+from controller.nexthops import _distinct_columns
 from controller.protection import ProtectionPlanner
 from controller.routing import RoutesBuild, compute_routes, groups_of, infer_groups
 from controller.topology import Topology
