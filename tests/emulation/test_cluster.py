@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mininet_scenarios.harness.client import LoomApiError
+from mininet_scenarios.harness.client import LoomApiError, LoomClient
 from mininet_scenarios.harness.cluster import LoomCluster
 from mininet_scenarios.harness.rules import compare_rules, rule_snapshot
 from mininet_scenarios.workloads.cluster_kill import TENANT, kill_once, one_tenant_policy
@@ -92,6 +92,18 @@ def test_an_etcd_member_dying_changes_nothing(cluster: LoomCluster, tmp_path: Pa
         cluster.etcd.restart(1)
 
 
+def wait_for_job(api: LoomClient, name: str, deadline: float) -> None:
+    """A job stored by a try whose answer was lost is applied here from the store's
+    watch, a moment later: it must show before ``deadline``."""
+    while True:
+        try:
+            assert api.request("GET", f"/loom/v1/jobs/{name}")["name"] == name
+            return
+        except LoomApiError as err:
+            assert err.status == 404 and time.monotonic() < deadline, err
+            time.sleep(0.2)
+
+
 def test_without_quorum_the_fabric_forwards_and_changes_are_refused(
     cluster: LoomCluster, tmp_path: Path
 ) -> None:
@@ -123,7 +135,7 @@ def test_without_quorum_the_fabric_forwards_and_changes_are_refused(
                 break
             except LoomApiError as err:
                 if err.status == 409:  # an earlier try was stored, its answer lost: taken
-                    assert api.request("GET", "/loom/v1/jobs/late")["name"] == "late"
+                    wait_for_job(api, "late", deadline)
                     break
                 assert time.monotonic() < deadline, "changes still refused 20 s after quorum"
                 time.sleep(0.5)
