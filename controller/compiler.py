@@ -16,7 +16,7 @@ import ipaddress
 import itertools
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from controller import responder
 from controller.addressing import SWITCH_BITS, SWITCH_SHIFT, mac_int, mac_str, to_switch
@@ -31,18 +31,12 @@ from controller.model import (
     Action,
     Bucket,
     CookieKind,
-    FlowMod,
     FlowRule,
     GroupAction,
-    GroupMod,
     GroupRule,
     GroupType,
     Match,
-    Message,
-    Messages,
-    MeterMod,
     MeterRule,
-    Op,
     Output,
     SetField,
     SwitchRules,
@@ -51,7 +45,7 @@ from controller.model import (
     make_cookie,
 )
 from controller.nexthops import TO_CONTROLLER, Hops, next_hop_sets
-from controller.owners import Owner, OwnerKind, Plan
+from controller.owners import Plan
 from controller.placement import Path
 from controller.qos import TrafficClass, qos_rules
 from controller.routing import Routes
@@ -411,163 +405,3 @@ def union_plans(old: Plan, new: Plan) -> Plan:
         merged.groups.update(rules.groups)
         merged.meters.update(rules.meters)
     return out
-
-
-def _flow_changed_in_place(old: FlowRule, new: FlowRule) -> bool:
-    """True when MODIFY_STRICT can carry the change (it keeps cookie and timeouts)."""
-    return (old.cookie, old.idle_timeout, old.hard_timeout) == (
-        new.cookie,
-        new.idle_timeout,
-        new.hard_timeout,
-    )
-
-
-def diff(old: SwitchRules, new: SwitchRules) -> list[Message]:
-    """Messages turning ``old`` into ``new`` on one switch, in a safe order."""
-    return [*_additions(old, new), *_removals(old, new)]
-
-
-def _additions(old: SwitchRules, new: SwitchRules) -> list[Message]:
-    """Adds and modifies, meters then groups then flows, so no flow is sent before the
-    meter or group it points at (make-before-break)."""
-    msgs: list[Message] = []
-    for mid, meter in sorted(new.meters.items()):
-        if mid not in old.meters:
-            msgs.append(MeterMod(Op.ADD, meter))
-        elif old.meters[mid] != meter:
-            msgs.append(MeterMod(Op.MODIFY, meter))
-    for gid, group in sorted(new.groups.items()):
-        if gid not in old.groups:
-            msgs.append(GroupMod(Op.ADD, group))
-        elif old.groups[gid] != group:
-            msgs.append(GroupMod(Op.MODIFY, group))
-    for key in sorted(new.flows, key=_flow_sort_key):
-        rule, before = new.flows[key], old.flows.get(key)
-        if before is None:
-            msgs.append(FlowMod(Op.ADD, rule))
-        elif before is not rule and before != rule:
-            msgs.append(
-                FlowMod(Op.MODIFY if _flow_changed_in_place(before, rule) else Op.ADD, rule)
-            )
-    return msgs
-
-
-def _removals(old: SwitchRules, new: SwitchRules) -> list[Message]:
-    """Deletes in the reverse order, flows then groups then meters, so no group or
-    meter goes while a rule still refers to it."""
-    msgs: list[Message] = []
-    for key in sorted(old.flows, key=_flow_sort_key):
-        if key not in new.flows:
-            msgs.append(FlowMod(Op.DELETE, old.flows[key]))
-    for gid in sorted(old.groups):
-        if gid not in new.groups:
-            msgs.append(GroupMod(Op.DELETE, old.groups[gid]))
-    for mid in sorted(old.meters):
-        if mid not in new.meters:
-            msgs.append(MeterMod(Op.DELETE, old.meters[mid]))
-    return msgs
-
-
-def _flow_sort_key(key: tuple[int, int, Match]) -> tuple[int, int, Match]:
-    table, priority, match = key
-    return (table, -priority, match)
-
-
-class RuleStore:
-    """What Loom has sent, per owner and switch; turns new plans into messages.
-
-    Rules read back from a switch that (re)connected are *adopted*: an owner whose plan
-    contains one takes it over without a message (or with a modify if it differs), so a
-    controller restart resends nothing that is already right; what no owner claims is
-    deleted only when ``release`` says the controller has relearned the fabric.
-    """
-
-    def __init__(self) -> None:
-        self.parts: dict[Owner, Plan] = {}
-        self.adopted: dict[int, SwitchRules] = {}
-        self.flow_counts: dict[int, int] = {}  # flow entries per switch, across owners
-
-    def adopt(self, dpid: int, rules: SwitchRules) -> None:
-        self.adopted[dpid] = rules
-
-    def release(self, dpid: int) -> list[Message]:
-        """Delete what was read back from ``dpid`` and no owner claimed."""
-        return diff(self.adopted.pop(dpid, SwitchRules()), SwitchRules())
-
-    def _claim(self, dpid: int, old: SwitchRules, new: SwitchRules) -> SwitchRules:
-        adopted = self.adopted.get(dpid)
-        if adopted is None:
-            return old
-        have = old.copy()
-        for key in [k for k in new.flows if k in adopted.flows and k not in old.flows]:
-            have.flows[key] = adopted.flows.pop(key)
-        for gid in [g for g in new.groups if g in adopted.groups and g not in old.groups]:
-            have.groups[gid] = adopted.groups.pop(gid)
-        for mid in [m for m in new.meters if m in adopted.meters and m not in old.meters]:
-            have.meters[mid] = adopted.meters.pop(mid)
-        return have
-
-    def replace(self, owner: Owner, plan: Plan) -> Messages:
-        """Make ``owner``'s rules equal ``plan`` and return the messages that do it. A
-        source that re-plans nothing hands back the very plan it gave before: no diff."""
-        old = self.parts.get(owner, {})
-        if old is plan:
-            return {}
-        out: Messages = {}
-        for dpid in sorted(set(old) | set(plan)):
-            new, before = plan.get(dpid, SwitchRules()), old.get(dpid, SwitchRules())
-            self.flow_counts[dpid] = (
-                self.flow_counts.get(dpid, 0) + len(new.flows) - len(before.flows)
-            )
-            msgs = diff(self._claim(dpid, before, new), new)
-            if msgs:
-                out[dpid] = msgs
-        empty = [d for d, r in plan.items() if not (r.flows or r.groups or r.meters)]
-        kept = {d: r for d, r in plan.items() if d not in empty} if empty else plan
-        if kept:
-            self.parts[owner] = kept
-        else:
-            self.parts.pop(owner, None)
-        return out
-
-    def remove(self, owner: Owner) -> Messages:
-        return self.replace(owner, {})
-
-    def owners(self, kind: OwnerKind | None = None) -> list[Owner]:
-        return sorted((o for o in self.parts if kind is None or o[0] == kind), key=repr)
-
-    def forget_switch(self, dpid: int) -> None:
-        """Loom no longer knows what the switch holds (it disconnected or reconnected)."""
-        self.adopted.pop(dpid, None)
-        self.flow_counts.pop(dpid, None)
-        for owner, plan in list(self.parts.items()):
-            if dpid not in plan:
-                continue
-            rest = {d: r for d, r in plan.items() if d != dpid}  # plans are shared: no edits
-            if rest:
-                self.parts[owner] = rest
-            else:
-                del self.parts[owner]
-
-    def fits(self, owner: Owner, plan: Plan, cap: Callable[[int], int | None]) -> bool:
-        """Whether replacing ``owner``'s rules by ``plan`` keeps every switch's flow
-        entries within ``cap`` (or, where it was over already, adds none there)."""
-        old = self.parts.get(owner, {})
-        for dpid, rules in plan.items():
-            limit = cap(dpid)
-            before = len(old[dpid].flows) if dpid in old else 0
-            after = self.flow_counts.get(dpid, 0) - before + len(rules.flows)
-            if limit is not None and len(rules.flows) > before and after > limit:
-                return False
-        return True
-
-    def switch_rules(self, dpid: int) -> SwitchRules:
-        """Everything installed on one switch, across owners."""
-        merged = SwitchRules()
-        for plan in self.parts.values():
-            rules = plan.get(dpid)
-            if rules:
-                merged.flows.update(rules.flows)
-                merged.groups.update(rules.groups)
-                merged.meters.update(rules.meters)
-        return merged

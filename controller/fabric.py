@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from controller.addressing import AddressBook
 from controller.arp import ArpService, announce
 from controller.cadence import Away, Cadence, Reprobes, lldp_asked, lldp_on
-from controller.compiler import RuleStore, held_hosts
+from controller.compiler import held_hosts
 from controller.config import FabricConfig as FabricConfig  # (re-exported)
 from controller.delivery import Destinations
 from controller.engineer import TrafficEngineer
@@ -52,6 +52,7 @@ from controller.owners import OwnerKind, Plans
 from controller.qos import ack_marks
 from controller.readings import Readings
 from controller.routekeeper import RouteKeeper
+from controller.rulestore import RuleStore
 from controller.sources import (
     BasePipeline,
     FastFailover,
@@ -473,7 +474,7 @@ class Fabric:
             merge(out, self.store.replace(owner, plan))
             if owner[0] is OwnerKind.DEST and isinstance(owner[1], int) and not same:
                 self.dests.committed(self.topo, owner[1], bool(plan))
-        return out
+        return self.store.ordered(out)
 
     def _flow_cap(self, dpid: int) -> int | None:
         return self.limits.of(dpid).flows

@@ -188,6 +188,13 @@ METRICS = [
         " because a switch's profile caps its flow entries; forwarding falls back to routes.",
     ),
     MetricDoc(
+        "loom_groups_deleted_in_use_total",
+        "counter",
+        (),
+        "Groups deleted while a flow Loom holds still pointed at one (the switch deletes"
+        " that flow with it): never planned, each is a bug and is logged.",
+    ),
+    MetricDoc(
         "loom_hosts_recovered_total",
         "counter",
         (),
@@ -283,6 +290,7 @@ class FabricCollector(Collector):
             ("loom_switch_rejections_total", "switch_rejected"),
             ("loom_switch_repairs_total", "switch_repaired"),
             ("loom_hosts_recovered_total", "host_recovered"),
+            ("loom_groups_deleted_in_use_total", "rules.group_deleted_in_use"),
         ):
             family = self._family(name)
             family.add_metric([], events.get(event, 0))

@@ -184,6 +184,7 @@ class FabricView:
         merged: Counter[str] = Counter(self._f.events)
         merged.update({f"te.{k}": v for k, v in self._f.te.events.items()})
         merged["arp.rejected"] = self._f.arp.rejected
+        merged["rules.group_deleted_in_use"] = self._f.store.deleted_in_use
         return MappingProxyType(merged)
 
     def _link(self, src: PortRef, dst: PortRef) -> dict[str, Any]:

@@ -263,6 +263,8 @@ def rules_by_tier(wire: Wire) -> dict[str, Any]:
         "flows_max": max((t["flows_max"] for t in out.values()), default=0),
         "groups_max": max((t["groups_max"] for t in out.values()), default=0),
         "mismatched_switches": len(wire.mismatches()),
+        "flows_deleted_with_their_group": sum(t.cascaded for t in wire.tables.values()),
+        "modifies_of_missing_flows": sum(t.lost_modifies for t in wire.tables.values()),
     }
 
 

@@ -37,6 +37,7 @@ from controller.model import (
     FlowMod,
     FlowRule,
     FlowStats,
+    GroupAction,
     GroupMod,
     GroupRule,
     GroupStats,
@@ -169,6 +170,8 @@ class SwitchTable:
     meters: dict[int, MeterRule] = field(default_factory=dict)
     punt: dict[tuple[int | None, int], tuple[int, bool]] = field(default_factory=dict)
     version: int = 0  # bumped by every message applied: lets a reader's index know it is stale
+    cascaded: int = 0  # flows deleted with the group or meter they pointed at
+    lost_modifies: int = 0  # modifies of flows the switch does not hold (ignored, as OVS does)
 
     @staticmethod
     def _punt_key(rule: FlowRule) -> tuple[int | None, int] | None:
@@ -188,13 +191,14 @@ class SwitchTable:
         if isinstance(msg, MeterMod):
             if msg.op is Op.DELETE:
                 self.meters.pop(msg.meter.meter_id, None)
-            else:
-                self.meters[msg.meter.meter_id] = msg.meter
+                return -self._cascade(lambda r: r.meter == msg.meter.meter_id)
+            self.meters[msg.meter.meter_id] = msg.meter
             return 0
         if isinstance(msg, GroupMod):
             gid, had = msg.group.group_id, msg.group.group_id in self.groups
             if msg.op is Op.DELETE:
-                return -int(self.groups.pop(gid, None) is not None)
+                gone = int(self.groups.pop(gid, None) is not None)
+                return -gone - self._cascade(lambda r: GroupAction(gid) in r.actions)
             self.groups[gid] = msg.group
             return int(not had)
         assert isinstance(msg, FlowMod)
@@ -205,11 +209,23 @@ class SwitchTable:
             if punt is not None and self.punt.get(punt, (-1, False))[0] == rule.priority:
                 del self.punt[punt]
             return -int(had)
+        if msg.op is Op.MODIFY and not had:  # OpenFlow 1.3: a modify adds nothing
+            self.lost_modifies += 1
+            return 0
         self.flows[key] = rule
         if punt is not None and rule.priority >= self.punt.get(punt, (-1, False))[0]:
             out = (isinstance(a, Output) and a.port == OFPP_CONTROLLER for a in rule.actions)
             self.punt[punt] = (rule.priority, any(out))
         return int(not had)
+
+    def _cascade(self, uses: Callable[[FlowRule], bool]) -> int:
+        """As a switch does (OpenFlow 1.3, 6.5 and 6.6): deleting a group or a meter
+        deletes every flow that points at it; counted, as no sender should rely on it."""
+        doomed = [key for key, rule in self.flows.items() if uses(rule)]
+        for key in doomed:
+            del self.flows[key]
+        self.cascaded += len(doomed)
+        return len(doomed)
 
     def punts(self, port: int, eth_type: int) -> bool:
         """Whether a frame of ``eth_type`` arriving on ``port`` goes to the controller."""

@@ -13,7 +13,7 @@ import pytest
 
 from controller import responder
 from controller.addressing import pmac
-from controller.compiler import base_plan, delivery_plan, diff, route_plan
+from controller.compiler import base_plan, delivery_plan, route_plan
 from controller.model import (
     OFPP_CONTROLLER,
     OFPP_IN_PORT,
@@ -49,6 +49,7 @@ from controller.model import (
 from controller.ofp import encode, frames
 from controller.ofp.compat import ofp, parser
 from controller.routing import compute_routes
+from controller.rulestore import diff
 from controller.topology import Host
 
 OVS_OFCTL = shutil.which("ovs-ofctl")

@@ -8,11 +8,9 @@ from hypothesis import strategies as st
 
 from controller.addressing import to_switch
 from controller.compiler import (
-    RuleStore,
     base_plan,
     blocks,
     delivery_plan,
-    diff,
     held_hosts,
     route_plan,
     transit_spread,
@@ -40,6 +38,7 @@ from controller.model import (
 from controller.owners import OwnerKind
 from controller.responder import LOOM_ADDRESS
 from controller.routing import compute_routes
+from controller.rulestore import RuleStore, diff
 from controller.topology import Host
 
 
