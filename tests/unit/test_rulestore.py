@@ -47,6 +47,16 @@ def installed() -> RuleStore:
     return store
 
 
+def protection_first(store: RuleStore) -> Messages:
+    """A commit whose owners come protection first: its group goes, then the route
+    that pointed at it is changed to a plain output."""
+    out: Messages = {}
+    for owner, plan in ((PROTECT, {}), (ROUTE, {DPID: rules(PLAIN)})):
+        for dpid, msgs in store.replace(owner, plan).items():
+            out.setdefault(dpid, []).extend(msgs)
+    return out
+
+
 def apply(messages: Messages) -> SwitchTable:
     table = SwitchTable()
     table.apply(GroupMod(Op.ADD, GROUP))
@@ -59,10 +69,7 @@ def apply(messages: Messages) -> SwitchTable:
 def test_the_switch_model_loses_a_flow_whose_group_goes_first() -> None:
     """The hazard itself: owners committed protection first, routes second."""
     store = installed()
-    out: Messages = {}
-    for owner, plan in ((PROTECT, {}), (ROUTE, {DPID: rules(PLAIN)})):
-        for dpid, msgs in store.replace(owner, plan).items():
-            out.setdefault(dpid, []).extend(msgs)
+    out = protection_first(store)
     assert [type(m) for m in out[DPID]] == [GroupMod, FlowMod]
     table = apply(out)
     assert table.flows == {} and table.cascaded == 1 and table.lost_modifies == 1
@@ -70,10 +77,7 @@ def test_the_switch_model_loses_a_flow_whose_group_goes_first() -> None:
 
 def test_a_commit_deletes_groups_after_every_flow_change() -> None:
     store = installed()
-    out: Messages = {}
-    for owner, plan in ((PROTECT, {}), (ROUTE, {DPID: rules(PLAIN)})):
-        for dpid, msgs in store.replace(owner, plan).items():
-            out.setdefault(dpid, []).extend(msgs)
+    out = protection_first(store)
     ordered = store.ordered(out)
     assert [type(m) for m in ordered[DPID]] == [FlowMod, GroupMod]
     table = apply(ordered)
