@@ -167,8 +167,9 @@ class LoomApi:
         )
 
     def flows(self) -> Response:
-        """Tracked flows, largest first: rate, elephant or not, and the pinned path."""
-        v = self.view
+        """Tracked flows, largest first: rate, elephant or not, the pinned path, and how
+        long after its first packet it was last moved (how soon its placement held)."""
+        v, now = self.view, self.clock()
         peer = v.peers()
         name = v.switch_name
         out = []
@@ -184,6 +185,8 @@ class LoomApi:
                     "pinned": path is not None,
                     "path": switches if path is not None else None,
                     "ack_priority": v.ack_priority(flow.key),
+                    "age_s": round(now - flow.first_seen, 3),
+                    "last_moved_s": _since(v.last_moved(flow.key), flow.first_seen),
                 }
             )
         return Response(200, {"flows": out, "reroutes": dict(v.reroutes)})
@@ -341,3 +344,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_nan(name: str) -> Any:
     raise JobError("body", f"{name} is not a JSON number")
+
+
+def _since(when: float | None, start: float) -> float | None:
+    return None if when is None else round(when - start, 3)

@@ -97,6 +97,10 @@ class FabricView:
     def pinned_path(self, key: FlowKey) -> Path | None:
         return self._f.te.paths.get(key)
 
+    def last_moved(self, key: FlowKey) -> float | None:
+        """When traffic engineering last moved the flow (``None``: never moved)."""
+        return self._f.te.moved_at.get(key)
+
     @property
     def ack_flows(self) -> frozenset[FlowKey]:
         """Reverse flows of elephants marked into the control class."""

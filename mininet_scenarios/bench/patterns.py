@@ -151,10 +151,11 @@ def start_mode(
     run_dir: Path,
     queue_packets: int | None = None,
     plain: bool = False,
-) -> Iterator[tuple[Any, dict[str, Any], Callable[[], bool]]]:
-    """The running fabric of ``mode``, facts about its start (discovery time, version) and a
-    liveness check of its controller: the rules a dead controller installed keep forwarding,
-    so a crash would otherwise go unnoticed in the numbers. ``plain``: no DSCP class tree
+) -> Iterator[tuple[Any, dict[str, Any], Callable[[], bool], Callable[[], Any]]]:
+    """The running fabric of ``mode``, facts about its start (discovery time, version), a
+    liveness check of its controller (the rules a dead controller installed keep forwarding,
+    so a crash would otherwise go unnoticed in the numbers) and a reader of Loom's tracked
+    flows (``GET flows``; ``None`` for other controllers). ``plain``: no DSCP class tree
     on any port (the shaper alone, as a user's fabric)."""
     classes = None if plain else DEFAULT_CLASSES
     from mininet_scenarios.harness.network import FabricNet
@@ -184,7 +185,7 @@ def start_mode(
                 "ready_pingalls": ready.attempts,
             }
             info["startup_s"] = round(time.monotonic() - t0, 1)
-            yield fnet, info, lambda: _faucet_alive(faucet)
+            yield fnet, info, lambda: _faucet_alive(faucet), lambda: None
         return
     with LoomStack(
         graph, run_dir, env=mode.env, queue_classes=classes, queue_packets=queue_packets
@@ -197,8 +198,8 @@ def start_mode(
         }
         with contextlib.suppress(Exception):
             info["health"] = stack.api.health()
-        ctl = stack.ctl
-        yield stack.net, info, lambda: ctl is not None and ctl.alive()
+        ctl, api = stack.ctl, stack.api
+        yield stack.net, info, lambda: ctl is not None and ctl.alive(), lambda: api.get(FLOWS)
 
 
 def _faucet_alive(faucet: Any) -> bool:
@@ -242,7 +243,7 @@ def measure_mode(
     run_dir = out / "runs" / mode.name
     say(f"{mode.name}: starting {net_graph.graph['name']} ...")
     queue = args.queue_packets or None
-    with start_mode(mode, net_graph, run_dir, queue, args.plain) as (fnet, started, alive):
+    with start_mode(mode, net_graph, run_dir, queue, args.plain) as (fnet, started, alive, flows):
         info.update(started)
         say(f"{mode.name}: up in {started['startup_s']:.1f} s; warm-up pingall ...")
         ping = pingall(fnet, timeout=2.0)
@@ -270,22 +271,27 @@ def measure_mode(
                         fnet, matrix, args.seconds, cport_base=base, out_dir=iperf_dir
                     )
                 idle = _window(cpu.samples, wall0, iperf_dir / "go", args.seconds)
+                moved = last_moves(fnet.graph, res.flows, base, _read_flows(flows))
             except Exception as exc:  # one broken run must not lose the others
                 record.update(aggregate_mbps=None, error=f"{type(exc).__name__}: {exc}")
                 say(f"{mode.name} {pattern} seed {seed}: FAILED {record['error']}")
             else:
                 record.update(
                     aggregate_mbps=round(res.aggregate, 4),
+                    whole_aggregate_mbps=round(res.whole_aggregate, 4),
+                    placement_steady_s=steady_after(moved),
                     flows=[
                         {
                             "src": f.sender,
                             "dst": f.receiver,
                             "mbps": round(f.mbps, 4),
+                            "whole_mbps": round(f.whole_mbps, 4),
+                            "last_moved_s": moved[i] if moved else None,
                             "retransmits": f.retransmits,
                             "error": f.error,
                             "series": [round(x, 3) for x in f.series],
                         }
-                        for f in res.flows
+                        for i, f in enumerate(res.flows)
                     ],
                     flow_errors=sum(1 for f in res.flows if f.error),
                     cpu_idle_mean=round(sum(idle) / len(idle), 1) if idle else None,
@@ -305,6 +311,43 @@ def measure_mode(
     info["log_tracebacks"] = sum(p.read_text(errors="replace").count("Traceback") for p in logs)
     if info["log_tracebacks"]:
         say(f"{mode.name}: WARNING {info['log_tracebacks']} tracebacks in {run_dir}/*.txt")
+
+
+FLOWS = "/loom/v1/flows"
+
+
+def _read_flows(read: Callable[[], Any]) -> list[dict[str, Any]] | None:
+    """Loom's tracked flows right after a run (still tracked: they idle out later)."""
+    try:
+        body = read()
+    except Exception as exc:  # the figure is lost, not the run
+        say(f"GET flows failed: {exc}")
+        return None
+    return None if body is None else list(body.get("flows", []))
+
+
+def last_moves(
+    graph: nx.MultiGraph, flows: Sequence[Any], cport_base: int, tracked: list[Any] | None
+) -> list[float | str | None] | None:
+    """Per iperf3 flow (client port ``cport_base + i``): seconds from its first packet to
+    the last time Loom moved it, ``None`` if never moved, ``"untracked"`` if Loom did not
+    list it; ``None`` as a whole when the controller lists no flows (not Loom)."""
+    if tracked is None:
+        return None
+    by_key = {t["flow"]: t for t in tracked}
+    out: list[float | str | None] = []
+    for i, f in enumerate(flows):
+        src, dst = graph.nodes[f.sender]["ip"], graph.nodes[f.receiver]["ip"]
+        seen = by_key.get(f"tcp:{src}:{cport_base + i}->{dst}:{f.port}")
+        out.append("untracked" if seen is None else seen.get("last_moved_s"))
+    return out
+
+
+def steady_after(moved: list[float | str | None] | None) -> float | None:
+    """When the run's placement held: the last move of any of its flows (0: none moved)."""
+    if moved is None:
+        return None
+    return max((m for m in moved if isinstance(m, float | int)), default=0.0)
 
 
 def _window(samples: list[float], wall0: float, go: Path, seconds: float) -> list[float]:

@@ -39,7 +39,9 @@ _RUNS = itertools.count(1)
 
 @dataclass
 class FlowResult:
-    """One iperf3 flow. ``mbps``: receiver rate over the middle 80 % of the intervals."""
+    """One iperf3 flow. ``mbps``: receiver rate over the middle 80 % of the intervals;
+    ``whole_mbps``: over all of them, from the first byte to the last (what a transfer
+    that lives from its first byte gets)."""
 
     sender: str
     receiver: str
@@ -51,6 +53,7 @@ class FlowResult:
     lost_pct: float | None = None
     tos: int | None = None
     error: str | None = None
+    whole_mbps: float = 0.0
 
 
 @dataclass
@@ -63,6 +66,11 @@ class IperfRun:
     def aggregate(self) -> float:
         """Sum of the flows' middle-80 % receiver rates, Mbit/s."""
         return sum(f.mbps for f in self.flows)
+
+    @property
+    def whole_aggregate(self) -> float:
+        """Sum of the flows' whole-life receiver rates, Mbit/s."""
+        return sum(f.whole_mbps for f in self.flows)
 
 
 @dataclass
@@ -241,6 +249,7 @@ def _result(f: _Flow) -> FlowResult:
         receiver=f.receiver,
         port=f.port,
         mbps=middle_mean(series_src),
+        whole_mbps=middle_mean(series_src, trim=0.0),
         series=[8 * b / s / 1e6 if s > 0 else 0.0 for s, b in series_src],
         retransmits=sum_sent.get("retransmits"),
         sender_mbps=float(sum_sent.get("bits_per_second", 0.0)) / 1e6,

@@ -127,6 +127,8 @@ def test_flows_api_lists_elephants_with_their_pinned_paths() -> None:
     )
     assert not small["elephant"] and small["path"] is None
     assert body["reroutes"]["new_elephant"] >= 1
+    assert 0 < big["last_moved_s"] <= big["age_s"] <= 2.0
+    assert small["last_moved_s"] is None
 
 
 def _dscps(trace: Trace) -> set[object]:
