@@ -33,8 +33,11 @@ Loom lowers it on evidence that the link is full, and only then:
   (A single degraded link in a fabric of sound ones lowers the belief in those of its
   kind that never carried more: more flows count as elephants there, and placement is
   more careful than it needs to be; the metric's ``source`` label says so.)
+* **Degraded.** A direction ``controller.graylinks`` suspects or found degraded (held
+  flat well below its kind while its flows had room elsewhere) is believed at the level
+  it holds (source ``suspect`` or ``degraded``), whatever else is known of its kind.
 * **Configured.** ``LOOM_LINK_CAPACITY_MBPS`` (or the policy's ``link_capacity_mbps``)
-  overrides everything.
+  overrides everything else.
 
 Pure: the conductor feeds it port readings with ``now``; the belief of every port and
 where it came from are what the metrics and ``GET /loom/v1/topology`` show.
@@ -52,7 +55,7 @@ from controller.model import PortRef
 
 log = logging.getLogger("loom.capacity")
 
-Source = Literal["configured", "learned", "peers", "reported", "default"]
+Source = Literal["degraded", "suspect", "configured", "learned", "peers", "reported", "default"]
 DEFAULT_CAPACITY_BPS = 1e9  # a port that reports no speed
 DEPARTS = 0.8  # a learned belief below this share of the reported speed is logged
 
@@ -92,6 +95,7 @@ class _Port:
 
 Held = tuple[PortRef, str]  # a direction of a port's link: "tx", or "rx" at a host port
 SWEEP_EVERY = 1.0  # seconds between full passes over a kind's ceilings (expiry, exact top)
+FRESH = 2.0  # seconds a port's own flat level counts as current (four polls)
 
 
 @dataclass
@@ -150,6 +154,7 @@ class Capacities:
         self._dropping: set[PortRef] = set()  # ports that ever dropped enough to count
         self._dropping_switches: set[int] = set()  # ... and their switches
         self._memo: dict[tuple[float, int], float] = {}
+        self.marked: dict[PortRef, Belief] = {}  # suspected or degraded (``graylinks``)
 
     def observe(self, now: float, ref: PortRef, reading: Reading, reported_bps: float) -> bool:
         """Take one interval of a port; True when its own belief changed."""
@@ -275,8 +280,22 @@ class Capacities:
                     speed / 1e6,
                 )
 
+    def flat(self, ref: PortRef) -> float | None:
+        """The level TCP has held the port's link at lately (``None``: not flat)."""
+        port = self._ports.get(ref)
+        held = port.ceiling if port is not None else None
+        return held[1] if held is not None and self._now - held[0] <= FRESH else None
+
+    def kind_level(self, reported_bps: float) -> float | None:
+        """What links that report this speed are held at or were seen full at."""
+        lent = [v for v in (self._lent(reported_bps), self._ceiling(reported_bps)) if v]
+        return max(lent) if lent else None
+
     def belief(self, ref: PortRef, reported_bps: float) -> Belief:
         """What ``ref`` is believed to carry, in bits/s, and why."""
+        marked = self.marked.get(ref)
+        if marked is not None:
+            return marked
         if self.configured_bps:
             return Belief(self.configured_bps, "configured")
         port = self._ports.get(ref)
@@ -317,6 +336,7 @@ class Capacities:
         """A port went down or away: what it carried may not hold when it returns."""
         self._version += 1
         self._ports.pop(ref, None)
+        self.marked.pop(ref, None)
         self._dropping.discard(ref)
         for beliefs in self._kinds.values():
             beliefs.pop(ref, None)

@@ -115,8 +115,8 @@ class Fabric:
         self.routing = Routing(self.book)
         self.dests = Destinations(self.book)
         self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
-        configured = self.config.link_capacity_mbps
-        self.readings = Readings(self.topo, self.te.flows, configured * 1e6 if configured else None)
+        mbps = self.config.link_capacity_mbps
+        self.readings = Readings(self.topo, self.te.flows, mbps and mbps * 1e6, self.te.paths)
         self.telemetry, self.capacities = self.readings.telemetry, self.readings.capacities
         self.jobs = JobBook(self.config.qos, self.config.job_levels)
         self.admission = TenantAdmission()

@@ -41,9 +41,18 @@ METRICS = [
         "loom_link_capacity_bits_per_second",
         "gauge",
         (*LINK, "source"),
-        "Capacity Loom believes a directed link has; source: configured, learned (drops at"
-        " its egress, or held flat by TCP at its kind's highest level), peers (learned on"
-        " links whose ports report the same speed), reported, or default.",
+        "Capacity Loom believes a directed link has; source: degraded or suspect (held flat"
+        " well below its kind while its flows had room elsewhere: avoided), configured,"
+        " learned (drops at its egress, or held flat by TCP at its kind's highest level),"
+        " peers (learned on links whose ports report the same speed), reported, or default.",
+    ),
+    MetricDoc(
+        "loom_degraded_link_verdicts_total",
+        "counter",
+        ("verdict",),
+        "Gray-link verdicts: suspected (a link held well below its kind; its flows moved off"
+        " to test it), degraded (they sped up once moved), cleared (they did not), retried"
+        " (a degraded link believed again after its hold).",
     ),
     MetricDoc("loom_link_load_bits_per_second", "gauge", LINK, "Measured load of a directed link."),
     MetricDoc(
@@ -295,6 +304,10 @@ class FabricCollector(Collector):
             family = self._family(name)
             family.add_metric([], events.get(event, 0))
             yield family
+        verdicts = self._family("loom_degraded_link_verdicts_total")
+        for verdict in ("suspected", "degraded", "cleared", "retried"):
+            verdicts.add_metric([verdict], events.get(f"gray.{verdict}", 0))
+        yield verdicts
         yield from self._refused(events)
         yield from self._cluster()
         refused = self._family("loom_rules_refused_total")

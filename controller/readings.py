@@ -4,19 +4,38 @@ engineering and the metrics divide the same two numbers."""
 
 from __future__ import annotations
 
-from controller.capacity import Capacities
-from controller.flows import FlowTable
+from collections.abc import Mapping
+
+from controller.capacity import Belief, Capacities
+from controller.flows import FlowKey, FlowTable
+from controller.graylinks import Crossing, GrayLinks, Readout
 from controller.model import PortRef, PortStats
+from controller.placement import Path
 from controller.telemetry import Telemetry
 from controller.topology import Topology
 
 
 class Readings:
-    def __init__(self, topo: Topology, flows: FlowTable, configured_bps: float | None) -> None:
+    def __init__(
+        self,
+        topo: Topology,
+        flows: FlowTable,
+        configured_bps: float | None,
+        paths: Mapping[FlowKey, Path] | None = None,
+    ) -> None:
         self.topo = topo
         self.flows = flows  # what tracked TCP sends in all: evidence for learned capacity
+        self.paths = paths if paths is not None else {}  # pinned flows' paths (TE's own)
         self.telemetry = Telemetry()
         self.capacities = Capacities(configured_bps)
+        self.gray = GrayLinks()
+        self._read = Readout(
+            self.telemetry.tx_bps,
+            self.telemetry.rx_bps,
+            self.capacity,
+            self.capacities.flat,
+            lambda ref: self.capacities.kind_level(self.topo.reported_bps(ref)),
+        )
 
     def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> int:
         """Take a switch's port counters; returns how many name ports it does not have
@@ -25,8 +44,36 @@ class Readings:
         known = [s for s in stats if switch is not None and s.port_no in switch.ports]
         tcp, caps = self.flows.tcp_bps, self.capacities
         intervals = self.telemetry.port_stats(now, dpid, known, tcp > 0 or caps.watches(dpid))
-        caps.learn(now, intervals, self.topo.reported_bps, self.topo.edge_ports(dpid), tcp)
+        edge = self.topo.edge_ports(dpid)
+        caps.learn(now, intervals, self.topo.reported_bps, edge, tcp)
+        if tcp > 0 or self.gray.marked:
+            self._review(now, [ref for ref, _ in intervals if ref[1] not in edge])
         return len(stats) - len(known)
+
+    def _review(self, now: float, ports: list[PortRef]) -> None:
+        """Gray links (``controller.graylinks``) among one switch's fabric ports."""
+        gray = self.gray
+        gone = [r for r in gray.marked if r not in self.topo.links]  # went down: a new start
+        for ref in gone:
+            gray.forget_port(ref)
+        ports = [r for r in ports if r in gray.marked or gray.low(r, self._read)]
+        changed = bool(ports) and bool(gray.review(now, ports, self._crossings(), self._read))
+        if not (changed or gone):
+            return
+        self.capacities.marked = {
+            ref: Belief(level, state) for ref, (level, state) in gray.believed().items()
+        }
+
+    def _crossings(self) -> list[Crossing]:
+        out = []
+        for key, path in self.paths.items():
+            flow = self.flows.flows.get(key)
+            if flow is None or not flow.elephant:
+                continue
+            dst = self.topo.hosts.get(flow.dst_mac)
+            egress = (dst.dpid, dst.port) if dst is not None else None
+            out.append(Crossing(key, flow.rate_bps, path, (flow.ingress, flow.in_port), egress))
+        return out
 
     def capacity(self, ref: PortRef) -> float:
         """Bits/s a port carries, as Loom believes it (``controller.capacity``)."""

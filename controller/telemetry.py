@@ -106,6 +106,10 @@ class Telemetry:
         sample = self.ports.get(ref)
         return sample.tx_bps if sample else 0.0
 
+    def rx_bps(self, ref: PortRef) -> float:
+        sample = self.ports.get(ref)
+        return sample.rx_bps if sample else 0.0
+
     def forget_switch(self, dpid: int) -> None:
         for ref in [r for r in self.ports if r[0] == dpid]:
             del self.ports[ref]

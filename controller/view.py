@@ -189,6 +189,7 @@ class FabricView:
         merged.update({f"te.{k}": v for k, v in self._f.te.events.items()})
         merged["arp.rejected"] = self._f.arp.rejected
         merged["rules.group_deleted_in_use"] = self._f.store.deleted_in_use
+        merged.update({f"gray.{k}": v for k, v in self._f.readings.gray.verdicts.items()})
         return MappingProxyType(merged)
 
     def _link(self, src: PortRef, dst: PortRef) -> dict[str, Any]:

@@ -1,0 +1,190 @@
+"""Links that carry a fraction of their rate while reporting all of it (a bad optic, a
+policed or mis-negotiated port): found from Loom's own readings, avoided, and said.
+
+Nothing on such a link reports a fault: its port reports its nominal speed and, under
+TCP, drops little or nothing. What shows is that TCP holds it flat (``Capacities.flat``)
+at a level well below the one links of its kind are held at, while the elephants
+crossing it have room on every other link of their way (their host's link as it sends,
+each fabric link, the receiver's link: what the link leaves after everything else it
+carries). Such a direction is *suspected*: its belief drops to the level it holds, so
+placement moves its elephants off it and puts no new one on it.
+
+The move is the test. Once no pinned elephant has crossed it for ``judge_after``
+seconds, the flows that were on it are compared with their rates when it was suspected:
+sped up (``gain``), the link is *degraded* (logged as a warning, counted, alerted on) and
+stays avoided for ``retry_after`` seconds, after which it is believed again and found
+again if it is still slow; not sped up, they were slow by their own doing (a paced
+stream) and the link is *cleared*, not suspected again for ``quiet_after`` seconds.
+
+Pure: ``Readings`` feeds it each switch's readings with ``now``.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from controller.model import PortRef
+
+log = logging.getLogger("loom.graylinks")
+
+State = Literal["suspect", "degraded"]
+Verdict = Literal["suspected", "degraded", "cleared", "retried"]
+
+
+@dataclass(frozen=True)
+class GrayConfig:
+    below: float = 0.6  # held flat under this share of its kind's level ...
+    room: float = 1.5  # ... while each of its flows could get this many times more elsewhere
+    tcp_share: float = 0.8  # and pinned elephants carry this share of what it holds
+    gain: float = 1.25  # flows that sped up this much (median) once moved confirm it
+    judge_after: float = 2.0  # s with none of them on it before judging
+    quiet_after: float = 120.0  # s a cleared link is not suspected again
+    retry_after: float = 600.0  # s a degraded link is avoided before it is believed again
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """A pinned elephant as the gray-link check sees it: its rate and the directions it
+    crosses (each fabric link by its source port; its sender's link as the ingress port
+    receives it; the receiver's link as the egress port sends it)."""
+
+    key: Hashable
+    rate_bps: float
+    fabric: tuple[PortRef, ...]
+    ingress: PortRef
+    egress: PortRef | None
+
+
+@dataclass
+class Marked:
+    state: State
+    since: float
+    level: float  # bits/s the direction was held flat at
+    kind_level: float  # ... where links of its kind are held
+    rates: dict[Hashable, float] = field(default_factory=dict)  # its flows when suspected
+    left: float | None = None  # since when none of its flows crosses it
+
+
+@dataclass(frozen=True)
+class Readout:
+    """What the check reads of the links (from ``Telemetry`` and ``Capacities``)."""
+
+    tx_bps: Callable[[PortRef], float]
+    rx_bps: Callable[[PortRef], float]
+    belief: Callable[[PortRef], float]  # what Loom believes the port carries
+    flat: Callable[[PortRef], float | None]  # where TCP holds it flat lately, if it does
+    kind_level: Callable[[PortRef], float | None]  # where links of its kind are held
+
+
+class GrayLinks:
+    def __init__(self, config: GrayConfig | None = None) -> None:
+        self.config = config or GrayConfig()
+        self.marked: dict[PortRef, Marked] = {}
+        self._quiet: dict[PortRef, float] = {}  # cleared: not suspected again until
+        self.verdicts: Counter[Verdict] = Counter()
+
+    def review(
+        self,
+        now: float,
+        ports: Iterable[PortRef],
+        crossings: list[Crossing],
+        read: Readout,
+    ) -> list[tuple[PortRef, Verdict]]:
+        """Look at ``ports`` (of one switch, just read: those held low, and those marked);
+        returns what changed. ``crossings``: every pinned elephant."""
+        out: list[tuple[PortRef, Verdict]] = []
+        for ref in sorted(set(ports)):
+            marked = self.marked.get(ref)
+            if marked is not None:
+                verdict = self._judge(now, ref, marked, crossings)
+                if verdict is not None:
+                    out.append((ref, verdict))
+            elif self._quiet.get(ref, -1.0) <= now and self._suspect(now, ref, crossings, read):
+                out.append((ref, "suspected"))
+        self.verdicts.update(v for _, v in out)
+        return out
+
+    def low(self, ref: PortRef, read: Readout) -> bool:
+        """Whether ``ref`` is held well below its kind (worth a review)."""
+        level, kind = read.flat(ref), read.kind_level(ref)
+        return level is not None and kind is not None and level < self.config.below * kind
+
+    def _suspect(self, now: float, ref: PortRef, crossings: list[Crossing], read: Readout) -> bool:
+        c = self.config
+        level, kind = read.flat(ref), read.kind_level(ref)
+        if level is None or kind is None or not self.low(ref, read):
+            return False
+        on = [x for x in crossings if ref in x.fabric]
+        if sum(x.rate_bps for x in on) < c.tcp_share * level:
+            return False  # not held by the elephants Loom placed: nothing to judge by
+        if not all(_room(x, ref, read) >= c.room * x.rate_bps for x in on):
+            return False  # something else holds them back as much
+        self.marked[ref] = Marked("suspect", now, level, kind, {x.key: x.rate_bps for x in on})
+        log.warning(
+            "link %016x:%d held at %.3g Mbit/s where its kind carries %.3g: suspected"
+            " degraded, its %d flows moved off to test it",
+            *ref,
+            level / 1e6,
+            kind / 1e6,
+            len(on),
+        )
+        return True
+
+    def _judge(
+        self, now: float, ref: PortRef, m: Marked, crossings: list[Crossing]
+    ) -> Verdict | None:
+        c = self.config
+        if m.state == "degraded":
+            if now - m.since < c.retry_after:
+                return None
+            del self.marked[ref]
+            log.info("link %016x:%d believed again after %.0f s: retried", *ref, now - m.since)
+            return "retried"
+        if any(ref in x.fabric for x in crossings):
+            m.left = None
+            return None
+        m.left = now if m.left is None else m.left
+        if now - m.left < c.judge_after:
+            return None
+        now_rates = {x.key: x.rate_bps for x in crossings}
+        gains = [now_rates[k] / r for k, r in m.rates.items() if k in now_rates and r > 0]
+        if gains and statistics.median(gains) >= c.gain:
+            m.state, m.since = "degraded", now
+            log.warning(
+                "link %016x:%d degraded: carries %.3g Mbit/s where its kind carries %.3g;"
+                " its flows sped up %.2fx once moved; avoided for %.0f s",
+                *ref,
+                m.level / 1e6,
+                m.kind_level / 1e6,
+                statistics.median(gains),
+                c.retry_after,
+            )
+            return "degraded"
+        del self.marked[ref]
+        self._quiet[ref] = now + c.quiet_after
+        log.info("link %016x:%d cleared: its flows were no faster elsewhere", *ref)
+        return "cleared"
+
+    def believed(self) -> Mapping[PortRef, tuple[float, State]]:
+        """Directions whose belief is their own level: ``(bits/s, state)``."""
+        return {ref: (m.level, m.state) for ref, m in self.marked.items()}
+
+    def forget_port(self, ref: PortRef) -> None:
+        """A port that went down: what it was held at may not hold when it returns."""
+        self.marked.pop(ref, None)
+        self._quiet.pop(ref, None)
+
+
+def _room(x: Crossing, suspect: PortRef, read: Readout) -> float:
+    """The most ``x`` could send on its other links: on each, what the link leaves over
+    what everything else on it sends now (``x`` may take back its own rate)."""
+    room = read.belief(x.ingress) - read.rx_bps(x.ingress) + x.rate_bps
+    for ref in (*x.fabric, *((x.egress,) if x.egress is not None else ())):
+        if ref != suspect:
+            room = min(room, read.belief(ref) - read.tx_bps(ref) + x.rate_bps)
+    return room

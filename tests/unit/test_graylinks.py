@@ -1,0 +1,111 @@
+"""Gray links: suspected from flat readings below their kind, confirmed or cleared by
+what their flows do once moved off, believed again after a hold."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.capacity import Belief, Capacities, Reading
+from controller.graylinks import Crossing, GrayConfig, GrayLinks, Readout
+from controller.model import PortRef
+
+MBPS = 1e6
+SLOW: PortRef = (2, 3)  # an aggregation switch's uplink, shaped to a quarter
+HEALTHY: PortRef = (2, 4)
+INGRESS, EGRESS = (1, 1), (5, 1)  # the sender's and the receiver's host ports
+
+
+def readout(
+    flat: dict[PortRef, float],
+    load: dict[PortRef, float] | None = None,
+    rx: dict[PortRef, float] | None = None,
+) -> Readout:
+    load, rx = load or {}, rx or {}
+    return Readout(
+        tx_bps=lambda ref: load.get(ref, 0.0),
+        rx_bps=lambda ref: rx.get(ref, 0.0),
+        belief=lambda ref: 4 * MBPS,
+        flat=lambda ref: flat.get(ref),
+        kind_level=lambda ref: 4 * MBPS,
+    )
+
+
+def crossing(link: PortRef, mbps: float, key: str = "f1") -> Crossing:
+    return Crossing(key, mbps * MBPS, ((1, 3), link), INGRESS, EGRESS)
+
+
+def held_slow() -> Readout:
+    """The slow uplink flat at 1 Mbit/s, its one flow's other links carrying only it."""
+    load = {SLOW: 1 * MBPS, (1, 3): 1 * MBPS, EGRESS: 1 * MBPS}
+    return readout({SLOW: 1 * MBPS}, load, {INGRESS: 1 * MBPS})
+
+
+def test_a_link_held_well_below_its_kind_while_its_flow_has_room_is_suspected() -> None:
+    gray = GrayLinks()
+    assert gray.review(0.0, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == [(SLOW, "suspected")]
+    assert gray.believed() == {SLOW: (1 * MBPS, "suspect")}
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["sender's link full", "fabric link full", "near its kind", "unplaced traffic", "no flat"],
+)
+def test_what_does_not_make_a_suspect(case: str) -> None:
+    read, flows = held_slow(), [crossing(SLOW, 1.0)]
+    if case == "sender's link full":  # the host sends 3 more elsewhere: its own link holds it
+        read = readout({SLOW: 1 * MBPS}, {SLOW: 1 * MBPS}, {INGRESS: 4 * MBPS})
+    elif case == "fabric link full":
+        read = readout({SLOW: 1 * MBPS}, {SLOW: 1 * MBPS, (1, 3): 3.8 * MBPS}, {})
+    elif case == "near its kind":
+        read = readout({SLOW: 2.6 * MBPS}, {SLOW: 2.6 * MBPS}, {})
+        flows = [crossing(SLOW, 2.6)]
+    elif case == "unplaced traffic":  # what holds it flat is not Loom's pinned elephants
+        flows = [crossing(SLOW, 0.5)]
+    else:
+        read = readout({}, {SLOW: 1 * MBPS})
+    assert GrayLinks().review(0.0, [SLOW], flows, read) == []
+
+
+def test_flows_that_speed_up_once_moved_confirm_it_and_it_is_tried_again_later() -> None:
+    c = GrayConfig()
+    gray = GrayLinks(c)
+    gray.review(0.0, [SLOW], [crossing(SLOW, 1.0)], held_slow())
+    still = gray.review(1.0, [SLOW], [crossing(SLOW, 1.2)], held_slow())
+    assert still == [] and gray.marked[SLOW].left is None  # still on it: nothing to judge
+    moved = [crossing(HEALTHY, 3.6)]
+    assert gray.review(1.5, [SLOW], moved, held_slow()) == []  # left at 1.5 s
+    assert gray.review(1.5 + c.judge_after, [SLOW], moved, held_slow()) == [(SLOW, "degraded")]
+    assert gray.believed() == {SLOW: (1 * MBPS, "degraded")}
+    later = 1.5 + c.judge_after + c.retry_after
+    assert gray.review(later - 1, [SLOW], moved, held_slow()) == []
+    assert gray.review(later, [SLOW], moved, held_slow()) == [(SLOW, "retried")]
+    assert gray.believed() == {}
+    assert gray.verdicts == {"suspected": 1, "degraded": 1, "retried": 1}
+
+
+def test_flows_no_faster_elsewhere_clear_it_and_it_is_left_alone_for_a_while() -> None:
+    c = GrayConfig()
+    gray = GrayLinks(c)
+    gray.review(0.0, [SLOW], [crossing(SLOW, 1.0)], held_slow())
+    paced = [crossing(HEALTHY, 1.0)]  # a paced stream: as slow on a healthy link
+    gray.review(1.0, [SLOW], paced, held_slow())
+    assert gray.review(1.0 + c.judge_after, [SLOW], paced, held_slow()) == [(SLOW, "cleared")]
+    assert gray.believed() == {}
+    again = 1.0 + c.judge_after + 1
+    assert gray.review(again, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
+    after = 1.0 + c.judge_after + c.quiet_after
+    assert gray.review(after, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == [(SLOW, "suspected")]
+
+
+def test_a_marked_belief_wins_over_what_its_kind_lends_and_flat_levels_go_stale() -> None:
+    caps = Capacities()
+    flat = Reading(0.5, 62_500, 50, 0)  # 1 Mbit/s over half a second
+    for k in range(6):
+        caps.held(k * 0.5, SLOW, "tx", 1 * MBPS, 3 * MBPS, 10_000 * MBPS)
+        caps.observe(k * 0.5, SLOW, flat, 10_000 * MBPS)
+    assert caps.flat(SLOW) == pytest.approx(1 * MBPS)
+    assert caps.kind_level(10_000 * MBPS) is None  # one direction alone is no kind's level
+    caps.marked[SLOW] = Belief(1 * MBPS, "degraded")
+    assert caps.belief(SLOW, 10_000 * MBPS) == Belief(1 * MBPS, "degraded")
+    caps.observe(10.0, HEALTHY, flat, 10_000 * MBPS)  # time goes on: the level is old
+    assert caps.flat(SLOW) is None
