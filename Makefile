@@ -161,6 +161,11 @@ bench-newflows: venv
 bench-patterns-plain: setup faucet-venv
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.patterns --plain
 
+## Gray links: one fat-tree link at a quarter of its rate, Loom told nothing (~10 min).
+.PHONY: bench-graylink
+bench-graylink: setup
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.graylink $(ARGS)
+
 ## Collectives benchmark (docs/benchmarks.md §2 Collectives): real gloo all-reduce and
 ## all-to-all on a k=4 fat-tree with DSCP queue classes, ecmp vs loom and no-qos vs loom
 ## side by side; JSON + PNG into results/collectives.

@@ -6,8 +6,10 @@ TCP, drops little or nothing. What shows is that TCP holds it flat (``Capacities
 at a level well below the one links of its kind are held at, while the elephants
 crossing it have room on every other link of their way (their host's link as it sends,
 each fabric link, the receiver's link: what the link leaves after everything else it
-carries). Such a direction is *suspected*: its belief drops to the level it holds, so
-placement moves its elephants off it and puts no new one on it.
+carries). A direction that stays so for ``suspect_after`` seconds is *suspected*: its
+belief drops to the level it holds, so placement moves its elephants off it and puts no
+new one on it. (TCP holds healthy links flat below their kind for a moment often enough:
+behind a queue on the way back, or while flows settle; the wait keeps those out.)
 
 The move is the test. Once no pinned elephant has crossed it for ``judge_after``
 seconds, the flows that were on it are compared with their rates when it was suspected:
@@ -38,9 +40,10 @@ Verdict = Literal["suspected", "degraded", "cleared", "retried"]
 
 @dataclass(frozen=True)
 class GrayConfig:
-    below: float = 0.6  # held flat under this share of its kind's level ...
+    below: float = 0.5  # held flat under this share of its kind's level ...
     room: float = 1.5  # ... while each of its flows could get this many times more elsewhere
     tcp_share: float = 0.8  # and pinned elephants carry this share of what it holds
+    suspect_after: float = 2.0  # s all of that must last
     gain: float = 1.25  # flows that sped up this much (median) once moved confirm it
     judge_after: float = 2.0  # s with none of them on it before judging
     quiet_after: float = 120.0  # s a cleared link is not suspected again
@@ -86,6 +89,7 @@ class GrayLinks:
         self.config = config or GrayConfig()
         self.marked: dict[PortRef, Marked] = {}
         self._quiet: dict[PortRef, float] = {}  # cleared: not suspected again until
+        self.pending: dict[PortRef, float] = {}  # held low with room since
         self.verdicts: Counter[Verdict] = Counter()
 
     def review(
@@ -95,7 +99,7 @@ class GrayLinks:
         crossings: list[Crossing],
         read: Readout,
     ) -> list[tuple[PortRef, Verdict]]:
-        """Look at ``ports`` (of one switch, just read: those held low, and those marked);
+        """Look at ``ports`` (of one switch, just read: those held low, pending or marked);
         returns what changed. ``crossings``: every pinned elephant."""
         out: list[tuple[PortRef, Verdict]] = []
         for ref in sorted(set(ports)):
@@ -117,13 +121,13 @@ class GrayLinks:
     def _suspect(self, now: float, ref: PortRef, crossings: list[Crossing], read: Readout) -> bool:
         c = self.config
         level, kind = read.flat(ref), read.kind_level(ref)
-        if level is None or kind is None or not self.low(ref, read):
-            return False
         on = [x for x in crossings if ref in x.fabric]
-        if sum(x.rate_bps for x in on) < c.tcp_share * level:
-            return False  # not held by the elephants Loom placed: nothing to judge by
-        if not all(_room(x, ref, read) >= c.room * x.rate_bps for x in on):
-            return False  # something else holds them back as much
+        if not (level is not None and kind is not None and self._evidence(ref, on, read)):
+            self.pending.pop(ref, None)
+            return False
+        if now - self.pending.setdefault(ref, now) < c.suspect_after:
+            return False
+        del self.pending[ref]
         self.marked[ref] = Marked("suspect", now, level, kind, {x.key: x.rate_bps for x in on})
         log.warning(
             "link %016x:%d held at %.3g Mbit/s where its kind carries %.3g: suspected"
@@ -134,6 +138,16 @@ class GrayLinks:
             len(on),
         )
         return True
+
+    def _evidence(self, ref: PortRef, on: list[Crossing], read: Readout) -> bool:
+        """Held low by Loom's pinned elephants, each with room on every other link."""
+        c = self.config
+        level = read.flat(ref)
+        if level is None or not self.low(ref, read):
+            return False
+        if sum(x.rate_bps for x in on) < c.tcp_share * level:
+            return False  # not held by the elephants Loom placed: nothing to judge by
+        return all(_room(x, ref, read) >= c.room * x.rate_bps for x in on)
 
     def _judge(
         self, now: float, ref: PortRef, m: Marked, crossings: list[Crossing]
@@ -178,6 +192,7 @@ class GrayLinks:
         """A port that went down: what it was held at may not hold when it returns."""
         self.marked.pop(ref, None)
         self._quiet.pop(ref, None)
+        self.pending.pop(ref, None)
 
 
 def _room(x: Crossing, suspect: PortRef, read: Readout) -> float:

@@ -46,7 +46,7 @@ class Readings:
         intervals = self.telemetry.port_stats(now, dpid, known, tcp > 0 or caps.watches(dpid))
         edge = self.topo.edge_ports(dpid)
         caps.learn(now, intervals, self.topo.reported_bps, edge, tcp)
-        if tcp > 0 or self.gray.marked:
+        if tcp > 0 or self.gray.marked or self.gray.pending:
             self._review(now, [ref for ref, _ in intervals if ref[1] not in edge])
         return len(stats) - len(known)
 
@@ -56,7 +56,8 @@ class Readings:
         gone = [r for r in gray.marked if r not in self.topo.links]  # went down: a new start
         for ref in gone:
             gray.forget_port(ref)
-        ports = [r for r in ports if r in gray.marked or gray.low(r, self._read)]
+        watched = gray.marked.keys() | gray.pending.keys()
+        ports = [r for r in ports if r in watched or gray.low(r, self._read)]
         changed = bool(ports) and bool(gray.review(now, ports, self._crossings(), self._read))
         if not (changed or gone):
             return

@@ -40,10 +40,26 @@ def held_slow() -> Readout:
     return readout({SLOW: 1 * MBPS}, load, {INGRESS: 1 * MBPS})
 
 
+def suspect(gray: GrayLinks, at: float = 0.0) -> float:
+    """Held slow for ``suspect_after``: suspected; returns when."""
+    assert gray.review(at, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
+    when = at + gray.config.suspect_after
+    assert gray.review(when, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == [(SLOW, "suspected")]
+    return when
+
+
 def test_a_link_held_well_below_its_kind_while_its_flow_has_room_is_suspected() -> None:
     gray = GrayLinks()
-    assert gray.review(0.0, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == [(SLOW, "suspected")]
+    suspect(gray)
     assert gray.believed() == {SLOW: (1 * MBPS, "suspect")}
+
+
+def test_a_moment_held_low_is_not_enough() -> None:
+    gray, wait = GrayLinks(), GrayConfig().suspect_after
+    assert gray.review(0.0, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
+    assert gray.review(wait / 2, [SLOW], [crossing(SLOW, 1.0)], readout({})) == []  # recovered
+    assert gray.review(wait, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
+    assert gray.pending == {SLOW: wait} and gray.believed() == {}
 
 
 @pytest.mark.parametrize(
@@ -57,26 +73,28 @@ def test_what_does_not_make_a_suspect(case: str) -> None:
     elif case == "fabric link full":
         read = readout({SLOW: 1 * MBPS}, {SLOW: 1 * MBPS, (1, 3): 3.8 * MBPS}, {})
     elif case == "near its kind":
-        read = readout({SLOW: 2.6 * MBPS}, {SLOW: 2.6 * MBPS}, {})
-        flows = [crossing(SLOW, 2.6)]
+        read = readout({SLOW: 2.1 * MBPS}, {SLOW: 2.1 * MBPS}, {})
+        flows = [crossing(SLOW, 2.6)]  # (a half-rate link is not gray enough to act on)
     elif case == "unplaced traffic":  # what holds it flat is not Loom's pinned elephants
         flows = [crossing(SLOW, 0.5)]
     else:
         read = readout({}, {SLOW: 1 * MBPS})
-    assert GrayLinks().review(0.0, [SLOW], flows, read) == []
+    gray = GrayLinks()
+    assert gray.review(0.0, [SLOW], flows, read) == []
+    assert gray.review(5.0, [SLOW], flows, read) == [] and gray.believed() == {}
 
 
 def test_flows_that_speed_up_once_moved_confirm_it_and_it_is_tried_again_later() -> None:
     c = GrayConfig()
     gray = GrayLinks(c)
-    gray.review(0.0, [SLOW], [crossing(SLOW, 1.0)], held_slow())
-    still = gray.review(1.0, [SLOW], [crossing(SLOW, 1.2)], held_slow())
+    t = suspect(gray)
+    still = gray.review(t + 1.0, [SLOW], [crossing(SLOW, 1.2)], held_slow())
     assert still == [] and gray.marked[SLOW].left is None  # still on it: nothing to judge
     moved = [crossing(HEALTHY, 3.6)]
-    assert gray.review(1.5, [SLOW], moved, held_slow()) == []  # left at 1.5 s
-    assert gray.review(1.5 + c.judge_after, [SLOW], moved, held_slow()) == [(SLOW, "degraded")]
+    assert gray.review(t + 1.5, [SLOW], moved, held_slow()) == []  # left
+    assert gray.review(t + 1.5 + c.judge_after, [SLOW], moved, held_slow()) == [(SLOW, "degraded")]
     assert gray.believed() == {SLOW: (1 * MBPS, "degraded")}
-    later = 1.5 + c.judge_after + c.retry_after
+    later = t + 1.5 + c.judge_after + c.retry_after
     assert gray.review(later - 1, [SLOW], moved, held_slow()) == []
     assert gray.review(later, [SLOW], moved, held_slow()) == [(SLOW, "retried")]
     assert gray.believed() == {}
@@ -86,15 +104,14 @@ def test_flows_that_speed_up_once_moved_confirm_it_and_it_is_tried_again_later()
 def test_flows_no_faster_elsewhere_clear_it_and_it_is_left_alone_for_a_while() -> None:
     c = GrayConfig()
     gray = GrayLinks(c)
-    gray.review(0.0, [SLOW], [crossing(SLOW, 1.0)], held_slow())
+    t = suspect(gray)
     paced = [crossing(HEALTHY, 1.0)]  # a paced stream: as slow on a healthy link
-    gray.review(1.0, [SLOW], paced, held_slow())
-    assert gray.review(1.0 + c.judge_after, [SLOW], paced, held_slow()) == [(SLOW, "cleared")]
+    gray.review(t + 1.0, [SLOW], paced, held_slow())
+    assert gray.review(t + 1.0 + c.judge_after, [SLOW], paced, held_slow()) == [(SLOW, "cleared")]
     assert gray.believed() == {}
-    again = 1.0 + c.judge_after + 1
+    again = t + 1.0 + c.judge_after + 1
     assert gray.review(again, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
-    after = 1.0 + c.judge_after + c.quiet_after
-    assert gray.review(after, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == [(SLOW, "suspected")]
+    suspect(gray, t + 1.0 + c.judge_after + c.quiet_after)
 
 
 def test_a_marked_belief_wins_over_what_its_kind_lends_and_flat_levels_go_stale() -> None:
@@ -109,3 +126,22 @@ def test_a_marked_belief_wins_over_what_its_kind_lends_and_flat_levels_go_stale(
     assert caps.belief(SLOW, 10_000 * MBPS) == Belief(1 * MBPS, "degraded")
     caps.observe(10.0, HEALTHY, flat, 10_000 * MBPS)  # time goes on: the level is old
     assert caps.flat(SLOW) is None
+
+
+def test_the_docs_and_the_alert_state_the_defaults() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs/graylinks.md").read_text()
+    alert = (root / "grafana/rules/loom-alerts.yml").read_text()
+    c = GrayConfig()
+    words = {1: "one", 2: "two", 10: "10", 0.5: "half"}
+    assert f"under {words[c.below]} the level" in doc
+    assert f"at least {c.tcp_share:.0%}".replace("%", " %") in doc
+    assert f"at least {c.room:g} times" in doc
+    assert f"For {words[int(c.suspect_after)]} seconds" in doc
+    assert f"{words[int(c.judge_after)].capitalize()} seconds after" in doc
+    assert f"median gain {c.gain:g}" in doc
+    assert f"for {c.retry_after / 60:g} minutes" in doc
+    assert f"again for {c.quiet_after / 60:g} minutes" in doc
+    assert f"believed again after {c.retry_after / 60:g} min" in alert
