@@ -89,6 +89,7 @@ class TeConfig:
     ack_priority: bool = True  # elephants' ACK streams ride the control class
     max_candidates: int = 16
     place_new: bool = True  # each new flow pinned at its first packet onto the least-loaded path
+    keep_placed: bool = True  # ... and kept there as an elephant unless a move lowers the peak
     max_flows: int = 20_000  # tracked flows at most (rules and memory stay bounded)
     new_flows_per_port: int = 100  # per second; above it a port stops being tracked ...
     quiet_seconds: float = 10.0  # ... for this long (its traffic still flows)
@@ -460,8 +461,9 @@ class TrafficEngineer:
                 continue
             rate = share * capacity((flow.ingress, flow.in_port))
             held = now - self.moved_at.get(flow.key, -1e9) < self.config.hold_down
-            where = self.paths.get(flow.key)
-            current = where if flow.key in self.engineered else None  # first packet's: a hint
+            where = self.paths.get(flow.key)  # its first packet's path: kept unless moving
+            kept = self.config.keep_placed or flow.key in self.engineered  # it lowers the
+            current = where if kept else None  # busiest link (a move costs TCP a stall)
             demands.append(Demand(flow.key, rate, tuple(cands), current, not held, where))
         return demands
 

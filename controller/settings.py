@@ -12,6 +12,7 @@
 | LOOM_PATH_POLICY | adaptive | dragonflies: adaptive (UGAL-like), minimal or valiant |
 | LOOM_ACK_PRIORITY | on | elephants' ACK streams ride the control class (with TE and QoS) |
 | LOOM_PLACE_NEW_FLOWS | on | pin new flows at their first packet on the least-loaded path (TE on) |
+| LOOM_KEEP_PLACED | on | an elephant keeps its first packet's path unless a move lowers the peak |
 | LOOM_METRICS_PORT | 9108 | Prometheus endpoint port (0: off) |
 | LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
 | LOOM_FAST_FAILOVER | on | failover groups with precomputed detours for every fabric link |
@@ -143,6 +144,7 @@ class Settings:
             ),
             ack_priority=_get(env, "LOOM_ACK_PRIORITY", _switch, t.ack_priority, "on or off"),
             place_new=_get(env, "LOOM_PLACE_NEW_FLOWS", _switch, t.place_new, "on or off"),
+            keep_placed=_get(env, "LOOM_KEEP_PLACED", _switch, t.keep_placed, "on or off"),
         )
         fabric = FabricConfig(
             lldp_interval=_get(

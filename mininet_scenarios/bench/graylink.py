@@ -57,6 +57,7 @@ from mininet_scenarios.bench.graylink_report import (
     marked_links,
     on_slow,
     ovs_window,
+    progress_line,
     recovered_after,
     report,
     worst_flow,
@@ -388,34 +389,6 @@ def measure(
     return rec
 
 
-def _progress(rec: dict[str, Any], done: int, total: int, per_run: float) -> None:
-    head = f"{rec['case']:<8} seed {rec['seed']} {rec['mode']:<12}"
-    if rec.get("error"):
-        say(f"{head} FAILED {rec['error']}  [{done}/{total}]")
-        return
-    notes = [] if rec["controller_alive"] else ["controller DEAD"]
-    if rec["flow_errors"]:
-        notes.append(f"{rec['flow_errors']} flows failed")
-    if rec.get("other_marked"):
-        notes.append(f"other directions marked: {', '.join(rec['other_marked'])}")
-    busy = (rec.get("ovs_busiest") or {}).get("cpu_pct")
-
-    def fmt(x: Any) -> str:
-        return "-" if x is None else f"{x:g}"
-
-    say(
-        f"{head} whole {rec['whole_aggregate_mbps']:6.2f} Mbit/s"
-        f" (/nb {fmt(rec.get('ratio_nonblocking'))}, /healthy {fmt(rec.get('ratio_healthy'))})"
-        f"  worst {rec['worst_whole_mbps']:.2f} >=0.9R from {fmt(rec['worst_recovered_s'])} s"
-        f"  detect {fmt(rec.get('detection_s'))} confirm {fmt(rec.get('confirmation_s'))}"
-        f" last use {fmt(rec.get('last_use_s'))}"
-        f"  cpu idle {fmt(rec['cpu_idle_mean'])}/{fmt(rec['cpu_idle_min'])} %"
-        f"  ovs {fmt(rec.get('ovs_cpu_s'))} s (busiest thread {fmt(busy)} %)"
-        f"  [{done}/{total}, ~{(total - done) * per_run / 60:.0f} min left]"
-        + (f"  WARNING {'; '.join(notes)}" if notes else "")
-    )
-
-
 # --------------------------------------------------------------------------- main
 
 
@@ -540,7 +513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             report(doc, args.out)  # sets the ratios
             _save(doc, args.out)
             spent.append(time.monotonic() - t1)
-            _progress(rec, done, len(plan), sum(spent) / len(spent))
+            left = (len(plan) - done) * sum(spent) / len(spent) / 60
+            say(f"{progress_line(rec)}  [{done}/{len(plan)}, ~{left:.0f} min left]")
     finally:
         doc["ended"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
         doc["wall_s"] = round(time.monotonic() - t0, 1)

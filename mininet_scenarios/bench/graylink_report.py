@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from mininet_scenarios.bench.patterns import CPU_IDLE_MIN
 from mininet_scenarios.harness.cpu import busiest_thread
 
 DENOMINATOR = "nonblocking"
@@ -30,6 +31,7 @@ RECOVER_S = 5.0  # ... from this many seconds after the start at the latest
 DETECT_S = 5.0  # the slow link suspected within
 WINDOW_S = 1.0  # rolling mean of a flow's series
 GRAY = ("suspect", "degraded")
+OVS_BUSY = 90.0  # % of one CPU: ovs-vswitchd's busiest thread is saturated
 
 Run = Mapping[str, Any]
 
@@ -301,6 +303,35 @@ def format_table(doc: Mapping[str, Any]) -> str:
             if other:
                 out.append(f"  {m}: other directions marked: {', '.join(other)}")
     return "\n".join(out)
+
+
+def progress_line(rec: Run) -> str:
+    """One run in a line, with warnings (a dead controller, failed flows, directions
+    marked that are not the slow link's, a CPU-bound emulation)."""
+    head = f"{rec['case']:<8} seed {rec['seed']} {rec['mode']:<12}"
+    if rec.get("error"):
+        return f"{head} FAILED {rec['error']}"
+    notes = [] if rec.get("controller_alive") else ["controller DEAD"]
+    if rec.get("flow_errors"):
+        notes.append(f"{rec['flow_errors']} flows failed")
+    if rec.get("other_marked"):
+        notes.append(f"other directions marked: {', '.join(rec['other_marked'])}")
+    busy = (rec.get("ovs_busiest") or {}).get("cpu_pct")
+    if (rec.get("cpu_idle_mean") or 100) < CPU_IDLE_MIN or (busy or 0) > OVS_BUSY:
+        notes.append("CPU-bound (machine idle or ovs-vswitchd's busiest thread)")
+
+    def fmt(key: str) -> str:
+        x = busy if key == "busy" else rec.get(key)
+        return "-" if x is None else f"{x:.3g}"
+
+    return (
+        f"{head} whole {fmt('whole_aggregate_mbps')} Mbit/s (/nb {fmt('ratio_nonblocking')},"
+        f" /healthy {fmt('ratio_healthy')})  worst {fmt('worst_whole_mbps')}, >=0.9R from"
+        f" {fmt('worst_recovered_s')} s  detect {fmt('detection_s')} confirm"
+        f" {fmt('confirmation_s')} last use {fmt('last_use_s')}  cpu idle"
+        f" {fmt('cpu_idle_mean')}/{fmt('cpu_idle_min')} %  ovs {fmt('ovs_cpu_s')} s (busiest"
+        f" thread {fmt('busy')} %)" + (f"  WARNING {'; '.join(notes)}" if notes else "")
+    )
 
 
 # --------------------------------------------------------------------------- figure

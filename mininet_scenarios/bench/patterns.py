@@ -106,6 +106,9 @@ def modes_for(fabric: str, rate: float, plain: bool = False) -> dict[str, Mode]:
         "ecmp": Mode("ecmp", off),
         "loom": Mode("loom", te),
         "faucet": Mode("faucet", faucet=True),
+        # not run unless named: every new elephant placed afresh (what LOOM_KEEP_PLACED=on
+        # is measured against)
+        "loom-moves": Mode("loom-moves", {**te, "LOOM_KEEP_PLACED": "off"}),
     }
 
 
@@ -439,7 +442,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.out = args.out or Path(("results/dragonfly" if df else "results/patterns") + kind)
     if args.queue_packets is None:
         args.queue_packets = 0 if args.plain else 100
-    args.mode_list = _split(args.modes) or list(modes_for(args.fabric, args.rate))
+    named_only = {"loom-moves"}
+    args.mode_list = _split(args.modes) or [
+        m for m in modes_for(args.fabric, args.rate) if m not in named_only
+    ]
     args.pattern_list = _split(args.patterns) or list(
         DRAGONFLY_PATTERNS if df else FAT_TREE_PATTERNS
     )

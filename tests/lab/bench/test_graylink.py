@@ -35,6 +35,7 @@ from mininet_scenarios.bench.graylink_report import (
     on_path,
     on_slow,
     ovs_window,
+    progress_line,
     recovered_after,
     report,
     rolling_mean,
@@ -360,3 +361,19 @@ def test_report_writes_table_and_png_and_main_rerenders(
     assert main([str(tmp_path / "results.json")]) == 0
     assert "seed 1:" in capsys.readouterr().out and (tmp_path / "graylink.png").exists()
     assert report(doc([]), tmp_path / "empty")[1] is None
+
+
+def test_progress_line_warns_of_false_marks_a_dead_controller_and_a_busy_cpu() -> None:
+    runs = synthetic()
+    add_ratios(runs)
+    calm = progress_line(runs[3])
+    assert "detect 2.1 confirm 4.6 last use 3" in calm and "/healthy 0.948" in calm
+    assert "WARNING" not in calm
+    runs[3].update(controller_alive=False, other_marked=["a0_0:2->e0_1:3"], cpu_idle_mean=20.0)
+    loud = progress_line(runs[3])
+    assert "controller DEAD" in loud and "a0_0:2->e0_1:3" in loud and "CPU-bound" in loud
+    runs[2]["ovs_busiest"] = {"thread": "ovs-vswitchd/1", "cpu_pct": 95.0}
+    assert "CPU-bound" in progress_line(runs[2])
+    assert "FAILED boom" in progress_line(
+        {"case": "agg-core", "seed": 1, "mode": "loom", "error": "boom"}
+    )

@@ -170,7 +170,8 @@ def test_cport_base_stable_and_seed_dependent() -> None:
 
 
 def test_modes_and_cli_defaults() -> None:
-    assert list(modes_for("fat-tree", 5)) == MODES
+    assert list(modes_for("fat-tree", 5)) == [*MODES, "loom-moves"]
+    assert modes_for("fat-tree", 5, plain=True)["loom-moves"].env == {"LOOM_KEEP_PLACED": "off"}
     assert modes_for("fat-tree", 5)["loom"].env["LOOM_LINK_CAPACITY_MBPS"] == "5"
     assert modes_for("fat-tree", 5)["ecmp"].env == {"LOOM_TE": "off"}
     assert modes_for("dragonfly", 5)["valiant"].env["LOOM_PATH_POLICY"] == "valiant"
