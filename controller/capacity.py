@@ -88,6 +88,7 @@ class _Port:
     # row: one interval alone reads high whenever a reply comes late (its bytes over a
     # shorter interval).
     peak: float = 0.0
+    shown: tuple[float, float] = (0.0, 0.0)  # (at, bits/s): the most it carried lately
     last_sent: float = 0.0  # the previous interval's rate sent (once it dropped)
     rates: dict[str, deque[float]] = field(default_factory=dict)  # "tx"/"rx": the last ones
     ceiling: tuple[float, float] | None = None  # (at, bits/s): held flat there by TCP
@@ -96,6 +97,7 @@ class _Port:
 Held = tuple[PortRef, str]  # a direction of a port's link: "tx", or "rx" at a host port
 SWEEP_EVERY = 1.0  # seconds between full passes over a kind's ceilings (expiry, exact top)
 FRESH = 2.0  # seconds a port's own flat level counts as current (four polls)
+SHOWN_FOR = 300.0  # seconds what a port was seen to carry proves what it can
 
 
 @dataclass
@@ -211,7 +213,10 @@ class Capacities:
             series = port.rates[direction] = deque(maxlen=c.flat_intervals)
         series.append(bps)
         if len(series) >= 2:  # (see ``peak``)
-            port.peak = max(port.peak, min(series[-1], series[-2]))
+            steady = min(series[-1], series[-2])
+            port.peak = max(port.peak, steady)
+            if steady >= port.shown[1] or now - port.shown[0] > SHOWN_FOR:
+                port.shown = (now, steady)
         if len(series) < c.flat_intervals:
             return
         mean = sum(series) / c.flat_intervals
@@ -285,6 +290,12 @@ class Capacities:
         port = self._ports.get(ref)
         held = port.ceiling if port is not None else None
         return held[1] if held is not None and self._now - held[0] <= FRESH else None
+
+    def shown(self, ref: PortRef, bps: float) -> bool:
+        """Whether the port's link was seen carrying ``bps`` in the last ``SHOWN_FOR``
+        seconds (for two readings in a row, in either direction of a host's link)."""
+        port = self._ports.get(ref)
+        return port is not None and port.shown[1] >= bps and self._now - port.shown[0] <= SHOWN_FOR
 
     def kind_level(self, reported_bps: float) -> float | None:
         """What links that report this speed are held at or were seen full at."""

@@ -6,7 +6,9 @@ TCP, drops little or nothing. What shows is that TCP holds it flat (``Capacities
 at a level well below the one links of its kind are held at, while the elephants
 crossing it have room on every other link of their way (their host's link as it sends,
 each fabric link, the receiver's link: what the link leaves after everything else it
-carries). A direction that stays so for ``suspect_after`` seconds is *suspected*: its
+carries), and every other link of their way was seen carrying more lately (a flow's rate
+is the same on every link of its way: only a link the others are known to outrun can be
+blamed). A direction that stays so for ``suspect_after`` seconds is *suspected*: its
 belief drops to the level it holds, so placement moves its elephants off it and puts no
 new one on it. (TCP holds healthy links flat below their kind for a moment often enough:
 behind a queue on the way back, or while flows settle; the wait keeps those out.)
@@ -81,6 +83,7 @@ class Readout:
     rx_bps: Callable[[PortRef], float]
     belief: Callable[[PortRef], float]  # what Loom believes the port carries
     flat: Callable[[PortRef], float | None]  # where TCP holds it flat lately, if it does
+    shown: Callable[[PortRef, float], bool]  # seen carrying that many bits/s lately
     kind_level: Callable[[PortRef], float | None]  # where links of its kind are held
 
 
@@ -140,14 +143,26 @@ class GrayLinks:
         return True
 
     def _evidence(self, ref: PortRef, on: list[Crossing], read: Readout) -> bool:
-        """Held low by Loom's pinned elephants, each with room on every other link."""
+        """Held low by Loom's pinned elephants, each with room on every other link, and
+        every other link of theirs seen carrying more lately: a flow's rate is the same
+        on every link of its way, so only a link the others are known to outrun can be
+        the one that holds it (one never seen faster is not blamed alone)."""
         c = self.config
         level = read.flat(ref)
         if level is None or not self.low(ref, read):
             return False
         if sum(x.rate_bps for x in on) < c.tcp_share * level:
             return False  # not held by the elephants Loom placed: nothing to judge by
-        return all(_room(x, ref, read) >= c.room * x.rate_bps for x in on)
+        more = c.room * level
+        if read.shown(ref, more):
+            return False  # it carried more lately: something else holds it now
+        for x in on:
+            if _room(x, ref, read) < c.room * x.rate_bps:
+                return False  # something else holds them back as much
+            others = (x.ingress, *x.fabric, *((x.egress,) if x.egress is not None else ()))
+            if not all(read.shown(o, more) for o in others if o != ref):
+                return False  # as likely held by another link of its way
+        return True
 
     def _judge(
         self, now: float, ref: PortRef, m: Marked, crossings: list[Crossing]

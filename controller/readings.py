@@ -34,6 +34,7 @@ class Readings:
             self.telemetry.rx_bps,
             self.capacity,
             self.capacities.flat,
+            self.capacities.shown,
             lambda ref: self.capacities.kind_level(self.topo.reported_bps(ref)),
         )
 

@@ -19,13 +19,16 @@ def readout(
     flat: dict[PortRef, float],
     load: dict[PortRef, float] | None = None,
     rx: dict[PortRef, float] | None = None,
+    unproven: frozenset[PortRef] = frozenset({SLOW}),
 ) -> Readout:
+    """Every link but ``unproven`` was seen carrying its kind's 4 Mbit/s lately."""
     load, rx = load or {}, rx or {}
     return Readout(
         tx_bps=lambda ref: load.get(ref, 0.0),
         rx_bps=lambda ref: rx.get(ref, 0.0),
         belief=lambda ref: 4 * MBPS,
         flat=lambda ref: flat.get(ref),
+        shown=lambda ref, bps: ref not in unproven and bps <= 4 * MBPS,
         kind_level=lambda ref: 4 * MBPS,
     )
 
@@ -64,7 +67,15 @@ def test_a_moment_held_low_is_not_enough() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    ["sender's link full", "fabric link full", "near its kind", "unplaced traffic", "no flat"],
+    [
+        "sender's link full",
+        "fabric link full",
+        "near its kind",
+        "unplaced traffic",
+        "no flat",
+        "another link of its way never seen faster",
+        "it was seen faster itself",
+    ],
 )
 def test_what_does_not_make_a_suspect(case: str) -> None:
     read, flows = held_slow(), [crossing(SLOW, 1.0)]
@@ -77,6 +88,12 @@ def test_what_does_not_make_a_suspect(case: str) -> None:
         flows = [crossing(SLOW, 2.6)]  # (a half-rate link is not gray enough to act on)
     elif case == "unplaced traffic":  # what holds it flat is not Loom's pinned elephants
         flows = [crossing(SLOW, 0.5)]
+    elif case == "another link of its way never seen faster":  # (1, 3) may be the slow one
+        load = {SLOW: 1 * MBPS, (1, 3): 1 * MBPS, EGRESS: 1 * MBPS}
+        read = readout({SLOW: 1 * MBPS}, load, {INGRESS: 1 * MBPS}, frozenset({SLOW, (1, 3)}))
+    elif case == "it was seen faster itself":
+        load = {SLOW: 1 * MBPS, (1, 3): 1 * MBPS, EGRESS: 1 * MBPS}
+        read = readout({SLOW: 1 * MBPS}, load, {INGRESS: 1 * MBPS}, frozenset())
     else:
         read = readout({}, {SLOW: 1 * MBPS})
     gray = GrayLinks()
@@ -121,11 +138,15 @@ def test_a_marked_belief_wins_over_what_its_kind_lends_and_flat_levels_go_stale(
         caps.held(k * 0.5, SLOW, "tx", 1 * MBPS, 3 * MBPS, 10_000 * MBPS)
         caps.observe(k * 0.5, SLOW, flat, 10_000 * MBPS)
     assert caps.flat(SLOW) == pytest.approx(1 * MBPS)
+    assert caps.shown(SLOW, 1 * MBPS) and not caps.shown(SLOW, 1.5 * MBPS)
+    assert not caps.shown(HEALTHY, 0.1 * MBPS)
     assert caps.kind_level(10_000 * MBPS) is None  # one direction alone is no kind's level
     caps.marked[SLOW] = Belief(1 * MBPS, "degraded")
     assert caps.belief(SLOW, 10_000 * MBPS) == Belief(1 * MBPS, "degraded")
     caps.observe(10.0, HEALTHY, flat, 10_000 * MBPS)  # time goes on: the level is old
     assert caps.flat(SLOW) is None
+    caps.observe(400.0, HEALTHY, flat, 10_000 * MBPS)
+    assert not caps.shown(SLOW, 1 * MBPS)  # what it carried long ago proves nothing now
 
 
 def test_the_docs_and_the_alert_state_the_defaults() -> None:
