@@ -23,7 +23,8 @@ How it is built:
   believed for 10 minutes, and a run must not start from the previous one's verdicts.
 * During a run a thread polls Loom every 0.5 s: ``GET topology`` (a direction of the slow
   link ``suspect`` or ``degraded``), ``GET flows`` (a pinned path across it) and
-  ovs-vswitchd's CPU per thread (its busy thread is often what limits the emulation).
+  the CPU of ovs-vswitchd per thread (its busy thread often limits the emulation) and of
+  the controller.
   Times count from the release of the iperf3 clients (the start file's mtime).
 
 Wrap the command in ``flock /tmp/loom-emulation.lock`` where other emulations may run at
@@ -35,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -88,6 +90,7 @@ POLL_S = 0.5
 INTERVAL_S = 0.5  # iperf3 reporting interval: the series' step
 TOPOLOGY = "/loom/v1/topology"
 VERDICTS = ("suspected", "degraded", "cleared", "retried")
+GRAY_LOG = re.compile(r"link [0-9a-f]{16}:\d+ (held at|degraded:|cleared:|believed again)")
 
 Matrix = list[tuple[str, str]]
 
@@ -209,18 +212,29 @@ def _ovs_pid() -> int | None:
 
 
 class Poller:
-    """A thread that reads Loom's topology and flows (``watch``) and ovs-vswitchd's CPU per
-    thread every ``POLL_S`` while a run goes on; times are wall-clock (``time.time``)."""
+    """A thread that reads Loom's topology and flows (``watch``) and the CPU per thread of
+    ovs-vswitchd and the controller (``ctl_pid``) every ``POLL_S`` while a run goes on;
+    times are wall-clock (``time.time``)."""
 
-    def __init__(self, api: Any, link: tuple[str, str], names: dict[int, str], watch: bool) -> None:
+    def __init__(
+        self,
+        api: Any,
+        link: tuple[str, str],
+        names: dict[int, str],
+        watch: bool,
+        ctl_pid: int | None,
+    ) -> None:
         from mininet_scenarios.harness.cpu import thread_cpu_seconds
 
         self.api, self.link, self.names, self.watch = api, link, names, watch
         self.alias = {f"{dpid:016x}": n for dpid, n in names.items()}
         self.poll: list[dict[str, Any]] = []
-        self.ovs: list[tuple[float, dict[int, tuple[str, float]]]] = []
+        self.pids = {"ovs": _ovs_pid(), "ctl": ctl_pid}
+        self.cpu: dict[str, list[tuple[float, dict[int, tuple[str, float]]]]] = {
+            "ovs": [],
+            "ctl": [],
+        }
         self._cpu = thread_cpu_seconds
-        self._pid = _ovs_pid()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="graylink-poll", daemon=True)
 
@@ -245,8 +259,9 @@ class Poller:
 
     def _tick(self) -> None:
         t = time.time()
-        if self._pid is not None:
-            self.ovs.append((t, self._cpu(self._pid)))
+        for name, pid in self.pids.items():
+            if pid is not None:
+                self.cpu[name].append((t, self._cpu(pid)))
         if not self.watch:
             return
         try:
@@ -326,6 +341,7 @@ def measure(
     names = {int(d["dpid"]): n for n, d in net_graph.nodes(data=True) if d["kind"] == "switch"}
     rec: dict[str, Any] = {"mode": mode.name, "case": case, "seed": seed, "cport_base": base}
     rec["started"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    rec["loom"] = loom_version()  # per run: the controller may be edited between runs
     t0 = time.monotonic()
     # LoomStack as patterns.start_mode(plain=True) starts it (no class tree, the kernel's
     # queues), held directly: the poller reads the topology and the metrics too.
@@ -333,17 +349,20 @@ def measure(
         rec["discovery_s"] = round(stack.discovery_seconds, 2)
         rec["pingall_loss_pct"] = round(pingall(stack.net, timeout=2.0).loss_pct, 2)
         time.sleep(args.drain)
-        poller = Poller(stack.api, link, names, watch=not mode.single)
-        wall0 = time.time()
-        with cpu_idle_sampler(CPU_INTERVAL) as cpu, poller:
-            res = iperf3_flows(
-                stack.net,
-                args.matrices[case],
-                args.seconds,
-                cport_base=base,
-                out_dir=iperf_dir,
-                interval=INTERVAL_S,
-            )
+        ctl_pid = stack.ctl.pid if stack.ctl is not None else None
+        poller = Poller(stack.api, link, names, not mode.single, ctl_pid)
+        with poller:
+            first = history(stack.net, args, run_dir)
+            wall0 = time.time()
+            with cpu_idle_sampler(CPU_INTERVAL) as cpu:
+                res = iperf3_flows(
+                    stack.net,
+                    args.matrices[case],
+                    args.seconds,
+                    cport_base=base,
+                    out_dir=iperf_dir,
+                    interval=INTERVAL_S,
+                )
         go = (iperf_dir / "go").stat().st_mtime
         moved = last_moves(
             stack.net.graph, res.flows, base, _read_flows(lambda: stack.api.get(FLOWS))
@@ -355,7 +374,7 @@ def measure(
         rec["controller_alive"] = stack.ctl is not None and stack.ctl.alive()
         log = stack.controller_log()
     rec["log_tracebacks"] = log.count("Traceback")
-    rec["log_gray_lines"] = [ln[-240:] for ln in log.splitlines() if "loom.graylinks" in ln][:20]
+    rec["log_gray_lines"] = [ln[-240:] for ln in log.splitlines() if GRAY_LOG.search(ln)][:20]
     idle = _window(cpu.samples, wall0, iperf_dir / "go", args.seconds)
     flows = _flows(res, base, moved)
     w = worst_flow(flows)
@@ -378,8 +397,17 @@ def measure(
         flow_errors=sum(1 for f in flows if f["error"]),
         cpu_idle_mean=round(sum(idle) / len(idle), 1) if idle else None,
         cpu_idle_min=round(min(idle), 1) if idle else None,
-        **ovs_window(poller.ovs, go, go + args.seconds),
+        **ovs_window(poller.cpu["ovs"], go, go + args.seconds),
+        ctl_cpu_pct=ovs_window(poller.cpu["ctl"], go, go + args.seconds)["ovs_cpu_pct"],
         **(gray_times(poll, link_labels(net_graph, link), args.seconds) if not mode.single else {}),
+        history_s=args.history,
+        detection_from_history_s=None
+        if first is None or mode.single
+        else gray_times(
+            [{**p, "t": round(p["t"] - first, 3)} for p in poller.poll],
+            link_labels(net_graph, link),
+            args.history + args.seconds,
+        )["detection_s"],
         poll=poll,
         flows=flows,
     )
@@ -387,6 +415,22 @@ def measure(
     if not args.keep_raw:
         shutil.rmtree(iperf_dir, ignore_errors=True)
     return rec
+
+
+def history(fnet: Any, args: argparse.Namespace, run_dir: Path) -> float | None:
+    """``--history`` seconds of :func:`stride` (every host sends across pods) before the
+    measured flows, so the links that can carry a host's rate were seen doing so, as in a
+    fabric that has run before; returns when its clients started (``None``: no history)."""
+    from mininet_scenarios.workloads.iperf import iperf3_flows
+
+    if args.history <= 0:
+        return None
+    out = run_dir / "history"
+    iperf3_flows(fnet, stride(fnet.graph), args.history, cport_base=19000, out_dir=out)
+    started = (out / "go").stat().st_mtime
+    shutil.rmtree(out, ignore_errors=True)
+    time.sleep(args.drain)
+    return started
 
 
 # --------------------------------------------------------------------------- main
@@ -404,6 +448,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--seeds", type=int, default=1, help="seeds 1..N (client ports; default 1)")
     ap.add_argument("--out", type=Path, default=Path("results/graylink"))
     ap.add_argument("--drain", type=float, default=2.0, help="quiet seconds before each run")
+    ap.add_argument(
+        "--history",
+        type=float,
+        default=15.0,
+        help="seconds of a full cross-pod permutation before the measured flows (0: none): "
+        "a fabric with a history, where the links that can carry more were seen doing so",
+    )
     ap.add_argument("--keep-raw", action="store_true", help="keep iperf3 JSON files")
     args = ap.parse_args(argv)
     args.case_list = _split(args.cases) or list(CASES)

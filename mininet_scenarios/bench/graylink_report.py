@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -208,9 +209,16 @@ def verdicts(loom: Run, healthy: Run | None) -> list[tuple[str, bool | None]]:
         )
     )
     det = loom.get("detection_s")
+    early = loom.get("detection_from_history_s")
+    if loom.get("history_s"):  # times from the history's start, when traffic first flowed
+        text = "never" if early is None else f"{early:.1f} s into the history"
+        measured = _num(loom.get("detection_s"), 1)
+        det, text = early, f"{text} ({measured} s from the measured flows)"
+    else:
+        text = "never" if det is None else f"{det:.1f} s"
     out.append(
         (
-            f"detection {'never' if det is None else f'{det:.1f} s'} (target <= {DETECT_S:g} s)",
+            f"detection {text} (target <= {DETECT_S:g} s)",
             None if _whole(loom) is None else det is not None and det <= DETECT_S,
         )
     )
@@ -238,6 +246,7 @@ COLUMNS = [
     "other marked",
     "cpu idle mean/min",
     "ovs cpu s (% 1cpu, busiest)",
+    "ctl cpu %",
     "alive",
 ]
 
@@ -267,6 +276,7 @@ def row(r: Run) -> list[str]:
         str(len(r.get("other_marked") or [])) if r.get("polls") else "-",
         f"{_num(r.get('cpu_idle_mean'), 0)}/{_num(r.get('cpu_idle_min'), 0)}",
         ovs,
+        _num(r.get("ctl_cpu_pct"), 0),
         "yes" if r.get("controller_alive") else "NO",
     ]
 
@@ -302,7 +312,14 @@ def format_table(doc: Mapping[str, Any]) -> str:
             other = (mine.get(m) or {}).get("other_marked")
             if other:
                 out.append(f"  {m}: other directions marked: {', '.join(other)}")
+    versions = Counter(_version(r.get("loom")) for r in runs if r.get("loom"))
+    out += ["", *(f"controller {v}: {n} runs" for v, n in versions.items())] if versions else []
     return "\n".join(out)
+
+
+def _version(v: Mapping[str, Any]) -> str:
+    dirty = "+dirty" if v.get("dirty") else ""
+    return f"{v.get('commit')}{dirty} (controller/*.py sha256 {v.get('controller_sha256')})"
 
 
 def progress_line(rec: Run) -> str:
@@ -330,7 +347,8 @@ def progress_line(rec: Run) -> str:
         f" {fmt('worst_recovered_s')} s  detect {fmt('detection_s')} confirm"
         f" {fmt('confirmation_s')} last use {fmt('last_use_s')}  cpu idle"
         f" {fmt('cpu_idle_mean')}/{fmt('cpu_idle_min')} %  ovs {fmt('ovs_cpu_s')} s (busiest"
-        f" thread {fmt('busy')} %)" + (f"  WARNING {'; '.join(notes)}" if notes else "")
+        f" thread {fmt('busy')} %)  controller {fmt('ctl_cpu_pct')} %"
+        + (f"  WARNING {'; '.join(notes)}" if notes else "")
     )
 
 

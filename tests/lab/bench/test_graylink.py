@@ -269,6 +269,7 @@ def run(mode: str, whole: float, **extra: Any) -> dict[str, Any]:
         "ovs_cpu_s": 21.5,
         "ovs_cpu_pct": 71.7,
         "ovs_busiest": {"thread": "pmd/7", "cpu_pct": 48.0},
+        "ctl_cpu_pct": 37.4,
     }
     r.update(extra)
     return r
@@ -339,11 +340,19 @@ def test_table_has_every_figure_and_the_verdicts() -> None:
     loom = next(ln for ln in table.splitlines() if ln.startswith("loom "))
     for figure in ("50.00", "51.00", "0.833", "0.862", "1.00 (0.25)", "4.5", "2.1", "4.6"):
         assert figure in loom, (figure, loom)
-    assert "3.0 (2.5)" in loom and "60/41" in loom and "21.5 (72%, 48%)" in loom
+    assert "3.0 (2.5)" in loom and "60/41" in loom and "21.5 (72%, 48%)" in loom and " 37 " in loom
     assert "loom whole aggregate / loom-healthy 0.862 (target >= 0.95): NO" in table
     assert "from 4.5 s (target <= 5 s): yes" in table
     assert "loom-healthy: other directions marked: a1_0:3->c1:2" in table
     assert "FAILED: TimeoutError: x" in table
+    assert "controller" not in table.splitlines()[-1]  # no versions recorded
+    runs[0]["loom"] = runs[3]["loom"] = {"commit": "abc1234", "controller_sha256": "f00"}
+    runs[2]["loom"] = {"commit": "abc1234", "dirty": True, "controller_sha256": "ba7"}
+    lines = format_table(doc(runs)).splitlines()
+    assert lines[-2:] == [
+        "controller abc1234 (controller/*.py sha256 f00): 2 runs",
+        "controller abc1234+dirty (controller/*.py sha256 ba7): 1 runs",
+    ]
     ok = format_table(doc(synthetic(loom_whole=57.0)))
     assert "(target >= 0.95): yes" in ok and ": NO" not in ok
 
@@ -367,7 +376,11 @@ def test_progress_line_warns_of_false_marks_a_dead_controller_and_a_busy_cpu() -
     runs = synthetic()
     add_ratios(runs)
     calm = progress_line(runs[3])
-    assert "detect 2.1 confirm 4.6 last use 3" in calm and "/healthy 0.948" in calm
+    assert (
+        "detect 2.1 confirm 4.6 last use 3" in calm
+        and "/healthy 0.948" in calm
+        and "controller 37.4 %" in calm
+    )
     assert "WARNING" not in calm
     runs[3].update(controller_alive=False, other_marked=["a0_0:2->e0_1:3"], cpu_idle_mean=20.0)
     loud = progress_line(runs[3])
