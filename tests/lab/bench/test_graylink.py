@@ -328,6 +328,12 @@ def test_verdicts_say_each_target_and_the_measured_figure() -> None:
     assert [v for _, v in bad] == [False, False, False]
     assert "never" in bad[2][0]
     assert verdicts(run("loom", 50.0, worst_recovered_s=1.0), None)[0][1] is None
+    # after a history phase the link is met, and found, before the measured flows start
+    seen = run("loom", 56.0, history_s=15.0, detection_s=-11.0, detection_from_history_s=4.0)
+    (text, met) = verdicts(seen, runs[1])[2]
+    assert met and text.startswith("detection 4.0 s into the history (-11.0 s from the measured")
+    late = run("loom", 56.0, history_s=15.0, detection_s=2.0, detection_from_history_s=17.0)
+    assert verdicts(late, runs[1])[2][1] is False
 
 
 def test_table_has_every_figure_and_the_verdicts() -> None:
