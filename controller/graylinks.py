@@ -65,6 +65,22 @@ class Crossing:
     egress: PortRef | None
 
 
+class Crossings:
+    """Every pinned elephant, indexed by the fabric directions it crosses (built once for
+    many reviews: a k=48 fabric's every switch replies twice a second)."""
+
+    def __init__(self, flows: Iterable[Crossing]) -> None:
+        self.rates: dict[Hashable, float] = {}
+        self._on: dict[PortRef, list[Crossing]] = {}
+        for x in flows:
+            self.rates[x.key] = x.rate_bps
+            for ref in x.fabric:
+                self._on.setdefault(ref, []).append(x)
+
+    def on(self, ref: PortRef) -> list[Crossing]:
+        return self._on.get(ref, [])
+
+
 @dataclass
 class Marked:
     state: State
@@ -99,7 +115,7 @@ class GrayLinks:
         self,
         now: float,
         ports: Iterable[PortRef],
-        crossings: list[Crossing],
+        crossings: Crossings,
         read: Readout,
     ) -> list[tuple[PortRef, Verdict]]:
         """Look at ``ports`` (of one switch, just read: those held low, pending or marked);
@@ -121,10 +137,10 @@ class GrayLinks:
         level, kind = read.flat(ref), read.kind_level(ref)
         return level is not None and kind is not None and level < self.config.below * kind
 
-    def _suspect(self, now: float, ref: PortRef, crossings: list[Crossing], read: Readout) -> bool:
+    def _suspect(self, now: float, ref: PortRef, crossings: Crossings, read: Readout) -> bool:
         c = self.config
         level, kind = read.flat(ref), read.kind_level(ref)
-        on = [x for x in crossings if ref in x.fabric]
+        on = crossings.on(ref)
         if not (level is not None and kind is not None and self._evidence(ref, on, read)):
             self.pending.pop(ref, None)
             return False
@@ -164,9 +180,7 @@ class GrayLinks:
                 return False  # as likely held by another link of its way
         return True
 
-    def _judge(
-        self, now: float, ref: PortRef, m: Marked, crossings: list[Crossing]
-    ) -> Verdict | None:
+    def _judge(self, now: float, ref: PortRef, m: Marked, crossings: Crossings) -> Verdict | None:
         c = self.config
         if m.state == "degraded":
             if now - m.since < c.retry_after:
@@ -174,13 +188,13 @@ class GrayLinks:
             del self.marked[ref]
             log.info("link %016x:%d believed again after %.0f s: retried", *ref, now - m.since)
             return "retried"
-        if any(ref in x.fabric for x in crossings):
+        if crossings.on(ref):
             m.left = None
             return None
         m.left = now if m.left is None else m.left
         if now - m.left < c.judge_after:
             return None
-        now_rates = {x.key: x.rate_bps for x in crossings}
+        now_rates = crossings.rates
         gains = [now_rates[k] / r for k, r in m.rates.items() if k in now_rates and r > 0]
         if gains and statistics.median(gains) >= c.gain:
             m.state, m.since = "degraded", now

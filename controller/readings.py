@@ -8,11 +8,13 @@ from collections.abc import Mapping
 
 from controller.capacity import Belief, Capacities
 from controller.flows import FlowKey, FlowTable
-from controller.graylinks import Crossing, GrayLinks, Readout
+from controller.graylinks import Crossing, Crossings, GrayLinks, Readout
 from controller.model import PortRef, PortStats
 from controller.placement import Path
 from controller.telemetry import Telemetry
 from controller.topology import Topology
+
+CROSSINGS_EVERY = 0.25  # seconds: one poll round's replies share one index of the flows
 
 
 class Readings:
@@ -29,6 +31,7 @@ class Readings:
         self.telemetry = Telemetry()
         self.capacities = Capacities(configured_bps)
         self.gray = GrayLinks()
+        self._crossed: tuple[float, Crossings] | None = None
         self._read = Readout(
             self.telemetry.tx_bps,
             self.telemetry.rx_bps,
@@ -59,14 +62,17 @@ class Readings:
             gray.forget_port(ref)
         watched = gray.marked.keys() | gray.pending.keys()
         ports = [r for r in ports if r in watched or gray.low(r, self._read)]
-        changed = bool(ports) and bool(gray.review(now, ports, self._crossings(), self._read))
+        changed = bool(ports) and bool(gray.review(now, ports, self._crossings(now), self._read))
         if not (changed or gone):
             return
         self.capacities.marked = {
             ref: Belief(level, state) for ref, (level, state) in gray.believed().items()
         }
 
-    def _crossings(self) -> list[Crossing]:
+    def _crossings(self, now: float) -> Crossings:
+        """The pinned elephants, rebuilt at most every ``CROSSINGS_EVERY`` seconds."""
+        if self._crossed is not None and now - self._crossed[0] < CROSSINGS_EVERY:
+            return self._crossed[1]
         out = []
         for key, path in self.paths.items():
             flow = self.flows.flows.get(key)
@@ -75,7 +81,8 @@ class Readings:
             dst = self.topo.hosts.get(flow.dst_mac)
             egress = (dst.dpid, dst.port) if dst is not None else None
             out.append(Crossing(key, flow.rate_bps, path, (flow.ingress, flow.in_port), egress))
-        return out
+        self._crossed = (now, Crossings(out))
+        return self._crossed[1]
 
     def capacity(self, ref: PortRef) -> float:
         """Bits/s a port carries, as Loom believes it (``controller.capacity``)."""

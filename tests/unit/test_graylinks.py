@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from controller.capacity import Belief, Capacities, Reading
-from controller.graylinks import Crossing, GrayConfig, GrayLinks, Readout
+from controller.graylinks import Crossing, Crossings, GrayConfig, GrayLinks, Readout
 from controller.model import PortRef
 
 MBPS = 1e6
@@ -45,9 +45,11 @@ def held_slow() -> Readout:
 
 def suspect(gray: GrayLinks, at: float = 0.0) -> float:
     """Held slow for ``suspect_after``: suspected; returns when."""
-    assert gray.review(at, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
+    assert gray.review(at, [SLOW], Crossings([crossing(SLOW, 1.0)]), held_slow()) == []
     when = at + gray.config.suspect_after
-    assert gray.review(when, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == [(SLOW, "suspected")]
+    assert gray.review(when, [SLOW], Crossings([crossing(SLOW, 1.0)]), held_slow()) == [
+        (SLOW, "suspected")
+    ]
     return when
 
 
@@ -59,9 +61,11 @@ def test_a_link_held_well_below_its_kind_while_its_flow_has_room_is_suspected() 
 
 def test_a_moment_held_low_is_not_enough() -> None:
     gray, wait = GrayLinks(), GrayConfig().suspect_after
-    assert gray.review(0.0, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
-    assert gray.review(wait / 2, [SLOW], [crossing(SLOW, 1.0)], readout({})) == []  # recovered
-    assert gray.review(wait, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
+    assert gray.review(0.0, [SLOW], Crossings([crossing(SLOW, 1.0)]), held_slow()) == []
+    assert (
+        gray.review(wait / 2, [SLOW], Crossings([crossing(SLOW, 1.0)]), readout({})) == []
+    )  # recovered
+    assert gray.review(wait, [SLOW], Crossings([crossing(SLOW, 1.0)]), held_slow()) == []
     assert gray.pending == {SLOW: wait} and gray.believed() == {}
 
 
@@ -97,23 +101,25 @@ def test_what_does_not_make_a_suspect(case: str) -> None:
     else:
         read = readout({}, {SLOW: 1 * MBPS})
     gray = GrayLinks()
-    assert gray.review(0.0, [SLOW], flows, read) == []
-    assert gray.review(5.0, [SLOW], flows, read) == [] and gray.believed() == {}
+    assert gray.review(0.0, [SLOW], Crossings(flows), read) == []
+    assert gray.review(5.0, [SLOW], Crossings(flows), read) == [] and gray.believed() == {}
 
 
 def test_flows_that_speed_up_once_moved_confirm_it_and_it_is_tried_again_later() -> None:
     c = GrayConfig()
     gray = GrayLinks(c)
     t = suspect(gray)
-    still = gray.review(t + 1.0, [SLOW], [crossing(SLOW, 1.2)], held_slow())
+    still = gray.review(t + 1.0, [SLOW], Crossings([crossing(SLOW, 1.2)]), held_slow())
     assert still == [] and gray.marked[SLOW].left is None  # still on it: nothing to judge
     moved = [crossing(HEALTHY, 3.6)]
-    assert gray.review(t + 1.5, [SLOW], moved, held_slow()) == []  # left
-    assert gray.review(t + 1.5 + c.judge_after, [SLOW], moved, held_slow()) == [(SLOW, "degraded")]
+    assert gray.review(t + 1.5, [SLOW], Crossings(moved), held_slow()) == []  # left
+    assert gray.review(t + 1.5 + c.judge_after, [SLOW], Crossings(moved), held_slow()) == [
+        (SLOW, "degraded")
+    ]
     assert gray.believed() == {SLOW: (1 * MBPS, "degraded")}
     later = t + 1.5 + c.judge_after + c.retry_after
-    assert gray.review(later - 1, [SLOW], moved, held_slow()) == []
-    assert gray.review(later, [SLOW], moved, held_slow()) == [(SLOW, "retried")]
+    assert gray.review(later - 1, [SLOW], Crossings(moved), held_slow()) == []
+    assert gray.review(later, [SLOW], Crossings(moved), held_slow()) == [(SLOW, "retried")]
     assert gray.believed() == {}
     assert gray.verdicts == {"suspected": 1, "degraded": 1, "retried": 1}
 
@@ -123,11 +129,13 @@ def test_flows_no_faster_elsewhere_clear_it_and_it_is_left_alone_for_a_while() -
     gray = GrayLinks(c)
     t = suspect(gray)
     paced = [crossing(HEALTHY, 1.0)]  # a paced stream: as slow on a healthy link
-    gray.review(t + 1.0, [SLOW], paced, held_slow())
-    assert gray.review(t + 1.0 + c.judge_after, [SLOW], paced, held_slow()) == [(SLOW, "cleared")]
+    gray.review(t + 1.0, [SLOW], Crossings(paced), held_slow())
+    assert gray.review(t + 1.0 + c.judge_after, [SLOW], Crossings(paced), held_slow()) == [
+        (SLOW, "cleared")
+    ]
     assert gray.believed() == {}
     again = t + 1.0 + c.judge_after + 1
-    assert gray.review(again, [SLOW], [crossing(SLOW, 1.0)], held_slow()) == []
+    assert gray.review(again, [SLOW], Crossings([crossing(SLOW, 1.0)]), held_slow()) == []
     suspect(gray, t + 1.0 + c.judge_after + c.quiet_after)
 
 
