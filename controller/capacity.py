@@ -35,7 +35,8 @@ Loom lowers it on evidence that the link is full, and only then:
   more careful than it needs to be; the metric's ``source`` label says so.)
 * **Degraded.** A direction ``controller.graylinks`` suspects or found degraded (held
   flat well below its kind while its flows had room elsewhere) is believed at the level
-  it holds (source ``suspect`` or ``degraded``), whatever else is known of its kind.
+  it holds (source ``suspect`` or ``degraded``), whatever else is known of its kind
+  (``Readings.belief`` asks it first).
 * **Configured.** ``LOOM_LINK_CAPACITY_MBPS`` (or the policy's ``link_capacity_mbps``)
   overrides everything else.
 
@@ -156,7 +157,6 @@ class Capacities:
         self._dropping: set[PortRef] = set()  # ports that ever dropped enough to count
         self._dropping_switches: set[int] = set()  # ... and their switches
         self._memo: dict[tuple[float, int], float] = {}
-        self.marked: dict[PortRef, Belief] = {}  # suspected or degraded (``graylinks``)
 
     def observe(self, now: float, ref: PortRef, reading: Reading, reported_bps: float) -> bool:
         """Take one interval of a port; True when its own belief changed."""
@@ -304,9 +304,6 @@ class Capacities:
 
     def belief(self, ref: PortRef, reported_bps: float) -> Belief:
         """What ``ref`` is believed to carry, in bits/s, and why."""
-        marked = self.marked.get(ref)
-        if marked is not None:
-            return marked
         if self.configured_bps:
             return Belief(self.configured_bps, "configured")
         port = self._ports.get(ref)
@@ -347,7 +344,6 @@ class Capacities:
         """A port went down or away: what it carried may not hold when it returns."""
         self._version += 1
         self._ports.pop(ref, None)
-        self.marked.pop(ref, None)
         self._dropping.discard(ref)
         for beliefs in self._kinds.values():
             beliefs.pop(ref, None)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -212,10 +212,6 @@ class GrayLinks:
         self._quiet[ref] = now + c.quiet_after
         log.info("link %016x:%d cleared: its flows were no faster elsewhere", *ref)
         return "cleared"
-
-    def believed(self) -> Mapping[PortRef, tuple[float, State]]:
-        """Directions whose belief is their own level: ``(bits/s, state)``."""
-        return {ref: (m.level, m.state) for ref, m in self.marked.items()}
 
     def forget_port(self, ref: PortRef) -> None:
         """A port that went down: what it was held at may not hold when it returns."""

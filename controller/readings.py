@@ -62,12 +62,8 @@ class Readings:
             gray.forget_port(ref)
         watched = gray.marked.keys() | gray.pending.keys()
         ports = [r for r in ports if r in watched or gray.low(r, self._read)]
-        changed = bool(ports) and bool(gray.review(now, ports, self._crossings(now), self._read))
-        if not (changed or gone):
-            return
-        self.capacities.marked = {
-            ref: Belief(level, state) for ref, (level, state) in gray.believed().items()
-        }
+        if ports:
+            gray.review(now, ports, self._crossings(now), self._read)
 
     def _crossings(self, now: float) -> Crossings:
         """The pinned elephants, rebuilt at most every ``CROSSINGS_EVERY`` seconds."""
@@ -84,9 +80,17 @@ class Readings:
         self._crossed = (now, Crossings(out))
         return self._crossed[1]
 
+    def belief(self, ref: PortRef) -> Belief:
+        """What a port carries, as Loom believes it, and why: a gray link's own level
+        (``controller.graylinks``), else what ``controller.capacity`` learned."""
+        marked = self.gray.marked.get(ref)
+        if marked is not None:
+            return Belief(marked.level, marked.state)
+        return self.capacities.belief(ref, self.topo.reported_bps(ref))
+
     def capacity(self, ref: PortRef) -> float:
-        """Bits/s a port carries, as Loom believes it (``controller.capacity``)."""
-        return self.capacities.belief(ref, self.topo.reported_bps(ref)).bps
+        """Bits/s a port carries, as Loom believes it."""
+        return self.belief(ref).bps
 
     def load(self, link: PortRef) -> float:
         """What a link carries, as a share of what Loom believes it can."""

@@ -59,7 +59,7 @@ class FabricView:
 
     def capacity_belief(self, ref: PortRef) -> Belief:
         """What a port is believed to carry and where that belief came from."""
-        return self._f.capacities.belief(ref, self._f.topo.reported_bps(ref))
+        return self._f.readings.belief(ref)
 
     # -- what was planned -----------------------------------------------------
     def next_hops(self, dest: int) -> Mapping[int, tuple[int, ...]]:

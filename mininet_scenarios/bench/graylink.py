@@ -74,6 +74,7 @@ from mininet_scenarios.bench.patterns import (
     _split,
     _window,
     cport_base,
+    flow_records,
     last_moves,
     modes_for,
     nonblocking_graph,
@@ -307,23 +308,6 @@ def _metrics(url: str) -> dict[str, Any]:
     }
 
 
-def _flows(res: Any, base: int, moved: list[Any] | None) -> list[dict[str, Any]]:
-    return [
-        {
-            "src": f.sender,
-            "dst": f.receiver,
-            "cport": base + i,
-            "mbps": round(f.mbps, 4),
-            "whole_mbps": round(f.whole_mbps, 4),
-            "last_moved_s": moved[i] if moved else None,
-            "retransmits": f.retransmits,
-            "error": f.error,
-            "series": [round(x, 3) for x in f.series],
-        }
-        for i, f in enumerate(res.flows)
-    ]
-
-
 def measure(
     mode: Mode, graph: nx.MultiGraph, case: str, seed: int, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -376,7 +360,7 @@ def measure(
     rec["log_tracebacks"] = log.count("Traceback")
     rec["log_gray_lines"] = [ln[-240:] for ln in log.splitlines() if GRAY_LOG.search(ln)][:20]
     idle = _window(cpu.samples, wall0, iperf_dir / "go", args.seconds)
-    flows = _flows(res, base, moved)
+    flows = flow_records(res.flows, base, moved)
     w = worst_flow(flows)
     worst = flows[w] if w is not None else None
     poll = [{**p, "t": round(p["t"] - go, 3)} for p in poller.poll]

@@ -14,7 +14,6 @@ adjacent on their pinned path.
 from __future__ import annotations
 
 import itertools
-import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mininet_scenarios.bench.patterns import CPU_IDLE_MIN
+from mininet_scenarios.bench.patterns_report import rerender
 from mininet_scenarios.harness.cpu import busiest_thread
 
 DENOMINATOR = "nonblocking"
@@ -422,16 +422,7 @@ def report(doc: dict[str, Any], out_dir: Path) -> tuple[str, Path | None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Re-print the table and re-draw the figure of a saved ``results.json``."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m mininet_scenarios.bench.graylink_report RESULTS.json")
-        return 2
-    path = Path(args[0])
-    table, png = report(json.loads(path.read_text()), path.parent)
-    print(table)
-    if png:
-        print(f"figure: {png}")
-    return 0
+    return rerender(argv, "mininet_scenarios.bench.graylink_report", report)
 
 
 if __name__ == "__main__":

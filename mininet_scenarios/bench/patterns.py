@@ -283,19 +283,7 @@ def measure_mode(
                     aggregate_mbps=round(res.aggregate, 4),
                     whole_aggregate_mbps=round(res.whole_aggregate, 4),
                     placement_steady_s=steady_after(moved),
-                    flows=[
-                        {
-                            "src": f.sender,
-                            "dst": f.receiver,
-                            "mbps": round(f.mbps, 4),
-                            "whole_mbps": round(f.whole_mbps, 4),
-                            "last_moved_s": moved[i] if moved else None,
-                            "retransmits": f.retransmits,
-                            "error": f.error,
-                            "series": [round(x, 3) for x in f.series],
-                        }
-                        for i, f in enumerate(res.flows)
-                    ],
+                    flows=flow_records(res.flows, base, moved),
                     flow_errors=sum(1 for f in res.flows if f.error),
                     cpu_idle_mean=round(sum(idle) / len(idle), 1) if idle else None,
                     cpu_idle_min=round(min(idle), 1) if idle else None,
@@ -344,6 +332,27 @@ def last_moves(
         seen = by_key.get(f"tcp:{src}:{cport_base + i}->{dst}:{f.port}")
         out.append("untracked" if seen is None else seen.get("last_moved_s"))
     return out
+
+
+def flow_records(
+    flows: Sequence[Any], cport_base: int, moved: list[float | str | None] | None
+) -> list[dict[str, Any]]:
+    """A run's iperf3 flows as saved: rates trimmed and whole, the series, Loom's last
+    move of each (``last_moves``)."""
+    return [
+        {
+            "src": f.sender,
+            "dst": f.receiver,
+            "cport": cport_base + i,
+            "mbps": round(f.mbps, 4),
+            "whole_mbps": round(f.whole_mbps, 4),
+            "last_moved_s": moved[i] if moved else None,
+            "retransmits": f.retransmits,
+            "error": f.error,
+            "series": [round(x, 3) for x in f.series],
+        }
+        for i, f in enumerate(flows)
+    ]
 
 
 def steady_after(moved: list[float | str | None] | None) -> float | None:

@@ -19,7 +19,7 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -415,19 +415,28 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Re-print the table and re-draw the figure of a saved ``results.json``."""
+def rerender(
+    argv: list[str] | None,
+    module: str,
+    render: Callable[[dict[str, Any], Path], tuple[str, Path | None]],
+) -> int:
+    """A report module's ``main``: re-print the table and re-draw the figure of a saved
+    ``results.json`` with ``render`` (the module's ``report``)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        usage = "usage: python -m mininet_scenarios.bench.patterns_report RESULTS.json"
-        print(usage, file=sys.stderr)
+        print(f"usage: python -m {module} RESULTS.json", file=sys.stderr)
         return 2
     path = Path(args[0])
-    table, png = report(json.loads(path.read_text()), path.parent)
+    table, png = render(json.loads(path.read_text()), path.parent)
     print(table)
     if png:
         print(f"figure: {png}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Re-print the table and re-draw the figure of a saved ``results.json``."""
+    return rerender(argv, "mininet_scenarios.bench.patterns_report", report)
 
 
 if __name__ == "__main__":

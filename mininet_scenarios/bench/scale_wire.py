@@ -205,9 +205,7 @@ class SwitchTable:
         rule = msg.rule
         key, punt, had = rule.key, self._punt_key(rule), rule.key in self.flows
         if msg.op is Op.DELETE:
-            self.flows.pop(key, None)
-            if punt is not None and self.punt.get(punt, (-1, False))[0] == rule.priority:
-                del self.punt[punt]
+            self._remove(rule)
             return -int(had)
         if msg.op is Op.MODIFY and not had:  # OpenFlow 1.3: a modify adds nothing
             self.lost_modifies += 1
@@ -221,11 +219,17 @@ class SwitchTable:
     def _cascade(self, uses: Callable[[FlowRule], bool]) -> int:
         """As a switch does (OpenFlow 1.3, 6.5 and 6.6): deleting a group or a meter
         deletes every flow that points at it; counted, as no sender should rely on it."""
-        doomed = [key for key, rule in self.flows.items() if uses(rule)]
-        for key in doomed:
-            del self.flows[key]
+        doomed = [rule for rule in self.flows.values() if uses(rule)]
+        for rule in doomed:
+            self._remove(rule)
         self.cascaded += len(doomed)
         return len(doomed)
+
+    def _remove(self, rule: FlowRule) -> None:
+        self.flows.pop(rule.key, None)
+        punt = self._punt_key(rule)
+        if punt is not None and self.punt.get(punt, (-1, False))[0] == rule.priority:
+            del self.punt[punt]
 
     def punts(self, port: int, eth_type: int) -> bool:
         """Whether a frame of ``eth_type`` arriving on ``port`` goes to the controller."""

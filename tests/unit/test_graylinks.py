@@ -6,13 +6,21 @@ from __future__ import annotations
 import pytest
 
 from controller.capacity import Belief, Capacities, Reading
-from controller.graylinks import Crossing, Crossings, GrayConfig, GrayLinks, Readout
+from controller.flows import FlowTable
+from controller.graylinks import Crossing, Crossings, GrayConfig, GrayLinks, Marked, Readout
 from controller.model import PortRef
+from controller.readings import Readings
+from controller.topology import Topology
 
 MBPS = 1e6
 SLOW: PortRef = (2, 3)  # an aggregation switch's uplink, shaped to a quarter
 HEALTHY: PortRef = (2, 4)
 INGRESS, EGRESS = (1, 1), (5, 1)  # the sender's and the receiver's host ports
+
+
+def believed(gray: GrayLinks) -> dict[PortRef, tuple[float, str]]:
+    """Directions believed at their own level: ``(bits/s, state)``."""
+    return {ref: (m.level, m.state) for ref, m in gray.marked.items()}
 
 
 def readout(
@@ -56,7 +64,7 @@ def suspect(gray: GrayLinks, at: float = 0.0) -> float:
 def test_a_link_held_well_below_its_kind_while_its_flow_has_room_is_suspected() -> None:
     gray = GrayLinks()
     suspect(gray)
-    assert gray.believed() == {SLOW: (1 * MBPS, "suspect")}
+    assert believed(gray) == {SLOW: (1 * MBPS, "suspect")}
 
 
 def test_a_moment_held_low_is_not_enough() -> None:
@@ -66,7 +74,7 @@ def test_a_moment_held_low_is_not_enough() -> None:
         gray.review(wait / 2, [SLOW], Crossings([crossing(SLOW, 1.0)]), readout({})) == []
     )  # recovered
     assert gray.review(wait, [SLOW], Crossings([crossing(SLOW, 1.0)]), held_slow()) == []
-    assert gray.pending == {SLOW: wait} and gray.believed() == {}
+    assert gray.pending == {SLOW: wait} and believed(gray) == {}
 
 
 @pytest.mark.parametrize(
@@ -102,7 +110,7 @@ def test_what_does_not_make_a_suspect(case: str) -> None:
         read = readout({}, {SLOW: 1 * MBPS})
     gray = GrayLinks()
     assert gray.review(0.0, [SLOW], Crossings(flows), read) == []
-    assert gray.review(5.0, [SLOW], Crossings(flows), read) == [] and gray.believed() == {}
+    assert gray.review(5.0, [SLOW], Crossings(flows), read) == [] and believed(gray) == {}
 
 
 def test_flows_that_speed_up_once_moved_confirm_it_and_it_is_tried_again_later() -> None:
@@ -116,11 +124,11 @@ def test_flows_that_speed_up_once_moved_confirm_it_and_it_is_tried_again_later()
     assert gray.review(t + 1.5 + c.judge_after, [SLOW], Crossings(moved), held_slow()) == [
         (SLOW, "degraded")
     ]
-    assert gray.believed() == {SLOW: (1 * MBPS, "degraded")}
+    assert believed(gray) == {SLOW: (1 * MBPS, "degraded")}
     later = t + 1.5 + c.judge_after + c.retry_after
     assert gray.review(later - 1, [SLOW], Crossings(moved), held_slow()) == []
     assert gray.review(later, [SLOW], Crossings(moved), held_slow()) == [(SLOW, "retried")]
-    assert gray.believed() == {}
+    assert believed(gray) == {}
     assert gray.verdicts == {"suspected": 1, "degraded": 1, "retried": 1}
 
 
@@ -133,7 +141,7 @@ def test_flows_no_faster_elsewhere_clear_it_and_it_is_left_alone_for_a_while() -
     assert gray.review(t + 1.0 + c.judge_after, [SLOW], Crossings(paced), held_slow()) == [
         (SLOW, "cleared")
     ]
-    assert gray.believed() == {}
+    assert believed(gray) == {}
     again = t + 1.0 + c.judge_after + 1
     assert gray.review(again, [SLOW], Crossings([crossing(SLOW, 1.0)]), held_slow()) == []
     suspect(gray, t + 1.0 + c.judge_after + c.quiet_after)
@@ -149,8 +157,11 @@ def test_a_marked_belief_wins_over_what_its_kind_lends_and_flat_levels_go_stale(
     assert caps.shown(SLOW, 1 * MBPS) and not caps.shown(SLOW, 1.5 * MBPS)
     assert not caps.shown(HEALTHY, 0.1 * MBPS)
     assert caps.kind_level(10_000 * MBPS) is None  # one direction alone is no kind's level
-    caps.marked[SLOW] = Belief(1 * MBPS, "degraded")
-    assert caps.belief(SLOW, 10_000 * MBPS) == Belief(1 * MBPS, "degraded")
+    readings = Readings(Topology(), FlowTable(), None)
+    readings.capacities = caps
+    readings.gray.marked[SLOW] = Marked("degraded", 0.0, 1 * MBPS, 4 * MBPS)
+    assert readings.belief(SLOW) == Belief(1 * MBPS, "degraded")
+    assert readings.belief(HEALTHY) == caps.belief(HEALTHY, 0.0)
     caps.observe(10.0, HEALTHY, flat, 10_000 * MBPS)  # time goes on: the level is old
     assert caps.flat(SLOW) is None
     caps.observe(400.0, HEALTHY, flat, 10_000 * MBPS)
