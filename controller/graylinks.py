@@ -37,17 +37,20 @@ from controller.model import PortRef
 log = logging.getLogger("loom.graylinks")
 
 State = Literal["suspect", "degraded"]
-Verdict = Literal["suspected", "degraded", "cleared", "retried"]
+Verdict = Literal["suspected", "degraded", "cleared", "retried", "untested"]
 
 
 @dataclass(frozen=True)
 class GrayConfig:
     below: float = 0.5  # held flat under this share of its kind's level ...
     room: float = 1.5  # ... while each of its flows could get this many times more elsewhere
-    tcp_share: float = 0.8  # and pinned elephants carry this share of what it holds
+    tcp_share: float = 0.6  # and flows Loom pinned carry this share of what it holds
+    counts: float = 0.1  # a flow under this share of it holds nothing (mice, ACK streams)
+    witness_within: float = 5.0  # s the reverse held low lately counts as a witness
     suspect_after: float = 2.0  # s all of that must last
     gain: float = 1.25  # flows that sped up this much (median) once moved confirm it
     judge_after: float = 2.0  # s with none of them on it before judging
+    judge_within: float = 10.0  # s after which those moved are judged without the rest
     quiet_after: float = 120.0  # s a cleared link is not suspected again
     retry_after: float = 600.0  # s a degraded link is avoided before it is believed again
 
@@ -89,6 +92,7 @@ class Marked:
     kind_level: float  # ... where links of its kind are held
     rates: dict[Hashable, float] = field(default_factory=dict)  # its flows when suspected
     left: float | None = None  # since when none of its flows crosses it
+    kept: frozenset[PortRef] = frozenset()  # links its moved flows must still cross
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,7 @@ class Readout:
     flat: Callable[[PortRef], float | None]  # where TCP holds it flat lately, if it does
     shown: Callable[[PortRef, float], bool]  # seen carrying that many bits/s lately
     kind_level: Callable[[PortRef], float | None]  # where links of its kind are held
+    peer: Callable[[PortRef], PortRef | None]  # a fabric link's far end (its reverse)
 
 
 class GrayLinks:
@@ -109,6 +114,7 @@ class GrayLinks:
         self.marked: dict[PortRef, Marked] = {}
         self._quiet: dict[PortRef, float] = {}  # cleared: not suspected again until
         self.pending: dict[PortRef, float] = {}  # held low with room since
+        self._held_at: dict[PortRef, tuple[float, frozenset[frozenset[PortRef]]]] = {}
         self.verdicts: Counter[Verdict] = Counter()
 
     def review(
@@ -119,7 +125,7 @@ class GrayLinks:
         read: Readout,
     ) -> list[tuple[PortRef, Verdict]]:
         """Look at ``ports`` (of one switch, just read: those held low, pending or marked);
-        returns what changed. ``crossings``: every pinned elephant."""
+        returns what changed. ``crossings``: every pinned flow that sends."""
         out: list[tuple[PortRef, Verdict]] = []
         for ref in sorted(set(ports)):
             marked = self.marked.get(ref)
@@ -127,6 +133,8 @@ class GrayLinks:
                 verdict = self._judge(now, ref, marked, crossings)
                 if verdict is not None:
                     out.append((ref, verdict))
+                if verdict == "cleared":
+                    out += [(o, "suspected") for o in self._hand_over(now, marked, crossings)]
             elif self._quiet.get(ref, -1.0) <= now and self._suspect(now, ref, crossings, read):
                 out.append((ref, "suspected"))
         self.verdicts.update(v for _, v in out)
@@ -140,14 +148,16 @@ class GrayLinks:
     def _suspect(self, now: float, ref: PortRef, crossings: Crossings, read: Readout) -> bool:
         c = self.config
         level, kind = read.flat(ref), read.kind_level(ref)
-        on = crossings.on(ref)
-        if not (level is not None and kind is not None and self._evidence(ref, on, read)):
+        kept = None if level is None or kind is None else self._evidence(now, ref, crossings, read)
+        if level is None or kind is None or kept is None:
             self.pending.pop(ref, None)
             return False
+        on = self._holders(ref, crossings.on(ref), read)
         if now - self.pending.setdefault(ref, now) < c.suspect_after:
             return False
         del self.pending[ref]
-        self.marked[ref] = Marked("suspect", now, level, kind, {x.key: x.rate_bps for x in on})
+        rates = {x.key: x.rate_bps for x in on}
+        self.marked[ref] = Marked("suspect", now, level, kind, rates, kept=kept)
         log.warning(
             "link %016x:%d held at %.3g Mbit/s where its kind carries %.3g: suspected"
             " degraded, its %d flows moved off to test it",
@@ -158,27 +168,60 @@ class GrayLinks:
         )
         return True
 
-    def _evidence(self, ref: PortRef, on: list[Crossing], read: Readout) -> bool:
-        """Held low by Loom's pinned elephants, each with room on every other link, and
-        every other link of theirs seen carrying more lately: a flow's rate is the same
-        on every link of its way, so only a link the others are known to outrun can be
-        the one that holds it (one never seen faster is not blamed alone)."""
+    def _evidence(
+        self, now: float, ref: PortRef, crossings: Crossings, read: Readout
+    ) -> frozenset[PortRef] | None:
+        """Held low by the flows Loom pinned, each with room on every other link, and
+        every other fabric link of theirs cleared of blame; ``None`` if not. A flow's rate
+        is the same on every link of its way, so only a link the others are known to
+        outrun can be the one that holds it. A link is cleared if it was seen carrying
+        more lately, if it was tested and cleared lately, or if the same cable was held
+        low the other way lately by flows that do not cross it (two independent
+        witnesses share only that cable). Where both witnesses cross another cable too,
+        the one farther from the hosts is tested first (a flow can leave it and keep the
+        nearer one, not the other way round): returned, the links it was preferred to,
+        which the test must keep. Host links need no clearing: a flow cannot leave them,
+        so one held by its host is cleared by the move that tests it."""
+        c = self.config
+        on = self._holders(ref, crossings.on(ref), read)
+        if not on:
+            return None
+        self._held_at[ref] = (now, frozenset(_cable(o, read) for x in on for o in x.fabric))
+        more = c.room * (read.flat(ref) or 0.0)
+        peer = read.peer(ref)
+        seen = self._held_at.get(peer) if peer is not None else None
+        crossed = seen[1] if seen is not None and now - seen[0] <= c.witness_within else None
+        kept: set[PortRef] = set()
+        for x in on:
+            for o in x.fabric:
+                if o == ref or read.shown(o, more) or self._quiet.get(o, -1.0) > now:
+                    continue
+                if crossed is None:
+                    return None  # as likely held by another link of its way
+                if _cable(o, read) not in crossed:
+                    continue
+                if _depth(x.fabric, o) >= _depth(x.fabric, ref):
+                    return None
+                kept.add(o)
+        return frozenset(kept)
+
+    def _holders(self, ref: PortRef, on: list[Crossing], read: Readout) -> list[Crossing]:
+        """The flows that hold ``ref`` flat well below its kind (those carrying at least
+        ``counts`` of its level), if the flows Loom pinned carry what it holds, each of
+        them has room on every other link of its way, and ``ref`` was not seen carrying
+        more itself; else none."""
         c = self.config
         level = read.flat(ref)
         if level is None or not self.low(ref, read):
-            return False
+            return []
         if sum(x.rate_bps for x in on) < c.tcp_share * level:
-            return False  # not held by the elephants Loom placed: nothing to judge by
-        more = c.room * level
-        if read.shown(ref, more):
-            return False  # it carried more lately: something else holds it now
-        for x in on:
-            if _room(x, ref, read) < c.room * x.rate_bps:
-                return False  # something else holds them back as much
-            others = (x.ingress, *x.fabric, *((x.egress,) if x.egress is not None else ()))
-            if not all(read.shown(o, more) for o in others if o != ref):
-                return False  # as likely held by another link of its way
-        return True
+            return []  # not held by the flows Loom placed: nothing to judge by
+        if read.shown(ref, c.room * level):
+            return []  # it carried more lately: something else holds it now
+        held = [x for x in on if x.rate_bps >= c.counts * level]
+        if all(_room(x, ref, read) >= c.room * x.rate_bps for x in held):
+            return held
+        return []
 
     def _judge(self, now: float, ref: PortRef, m: Marked, crossings: Crossings) -> Verdict | None:
         c = self.config
@@ -188,15 +231,22 @@ class GrayLinks:
             del self.marked[ref]
             log.info("link %016x:%d believed again after %.0f s: retried", *ref, now - m.since)
             return "retried"
-        if crossings.on(ref):
+        staying = {x.key for x in crossings.on(ref)} & m.rates.keys()
+        if staying and now - m.since < c.judge_within:
             m.left = None
             return None
         m.left = now if m.left is None else m.left
         if now - m.left < c.judge_after:
             return None
-        now_rates = crossings.rates
-        gains = [now_rates[k] / r for k, r in m.rates.items() if k in now_rates and r > 0]
-        if gains and statistics.median(gains) >= c.gain:
+        moved = {k: r for k, r in m.rates.items() if k in crossings.rates and k not in staying}
+        for o in m.kept:  # only a flow that still crosses them proves them innocent
+            moved = {k: r for k, r in moved.items() if k in _keys(crossings.on(o))}
+        gains = [crossings.rates[k] / r for k, r in moved.items() if r > 0]
+        if not gains:
+            del self.marked[ref]  # its flows ended or left by a way that proves nothing
+            log.info("link %016x:%d believed again: nothing left to judge it by", *ref)
+            return "untested"
+        if statistics.median(gains) >= c.gain:
             m.state, m.since = "degraded", now
             log.warning(
                 "link %016x:%d degraded: carries %.3g Mbit/s where its kind carries %.3g;"
@@ -210,14 +260,53 @@ class GrayLinks:
             return "degraded"
         del self.marked[ref]
         self._quiet[ref] = now + c.quiet_after
-        log.info("link %016x:%d cleared: its flows were no faster elsewhere", *ref)
+        log.info(
+            "link %016x:%d cleared: its flows were no faster elsewhere (%.2fx)",
+            *ref,
+            statistics.median(gains),
+        )
         return "cleared"
+
+    def _hand_over(self, now: float, m: Marked, crossings: Crossings) -> list[PortRef]:
+        """A link tested first and cleared, whose flows kept the nearer link it was
+        preferred to (``Marked.kept``) and are no faster: that link holds them. It is
+        suspected at once, from the same evidence, and tested in turn."""
+        keys = [k for k in m.rates if all(k in _keys(crossings.on(o)) for o in m.kept)]
+        out = []
+        for o in sorted(m.kept):
+            if keys and o not in self.marked:
+                rates = {k: crossings.rates[k] for k in keys}
+                self.marked[o] = Marked("suspect", now, m.level, m.kind_level, rates)
+                log.warning(
+                    "link %016x:%d suspected degraded: its flows stayed as slow once moved"
+                    " off the link beyond it; moved off this one to test it",
+                    *o,
+                )
+                out.append(o)
+        return out
 
     def forget_port(self, ref: PortRef) -> None:
         """A port that went down: what it was held at may not hold when it returns."""
         self.marked.pop(ref, None)
         self._quiet.pop(ref, None)
         self.pending.pop(ref, None)
+        self._held_at.pop(ref, None)
+
+
+def _cable(ref: PortRef, read: Readout) -> frozenset[PortRef]:
+    """A fabric link's two directions as one: what both ways of a bad cable share."""
+    peer = read.peer(ref)
+    return frozenset((ref,) if peer is None else (ref, peer))
+
+
+def _keys(flows: Iterable[Crossing]) -> set[Hashable]:
+    return {x.key for x in flows}
+
+
+def _depth(fabric: tuple[PortRef, ...], ref: PortRef) -> int:
+    """How many links ``ref`` lies from the nearer end of a flow's way through the fabric."""
+    i = fabric.index(ref)
+    return min(i, len(fabric) - 1 - i)
 
 
 def _room(x: Crossing, suspect: PortRef, read: Readout) -> float:

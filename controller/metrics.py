@@ -52,7 +52,8 @@ METRICS = [
         ("verdict",),
         "Gray-link verdicts: suspected (a link held well below its kind; its flows moved off"
         " to test it), degraded (they sped up once moved), cleared (they did not), retried"
-        " (a degraded link believed again after its hold).",
+        " (a degraded link believed again after its hold), untested (its flows ended, or left"
+        " by a way that proves nothing, before they could be compared).",
     ),
     MetricDoc("loom_link_load_bits_per_second", "gauge", LINK, "Measured load of a directed link."),
     MetricDoc(
@@ -305,7 +306,7 @@ class FabricCollector(Collector):
             family.add_metric([], events.get(event, 0))
             yield family
         verdicts = self._family("loom_degraded_link_verdicts_total")
-        for verdict in ("suspected", "degraded", "cleared", "retried"):
+        for verdict in ("suspected", "degraded", "cleared", "retried", "untested"):
             verdicts.add_metric([verdict], events.get(f"gray.{verdict}", 0))
         yield verdicts
         yield from self._refused(events)

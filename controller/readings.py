@@ -39,6 +39,7 @@ class Readings:
             self.capacities.flat,
             self.capacities.shown,
             lambda ref: self.capacities.kind_level(self.topo.reported_bps(ref)),
+            self._peer,
         )
 
     def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> int:
@@ -65,14 +66,20 @@ class Readings:
         if ports:
             gray.review(now, ports, self._crossings(now), self._read)
 
+    def _peer(self, ref: PortRef) -> PortRef | None:
+        link = self.topo.links.get(ref)
+        return link.dst if link is not None else None
+
     def _crossings(self, now: float) -> Crossings:
-        """The pinned elephants, rebuilt at most every ``CROSSINGS_EVERY`` seconds."""
+        """The pinned flows that send, rebuilt at most every ``CROSSINGS_EVERY`` seconds
+        (every one: on a link at a quarter of its rate, flows share too little to count
+        as elephants)."""
         if self._crossed is not None and now - self._crossed[0] < CROSSINGS_EVERY:
             return self._crossed[1]
         out = []
         for key, path in self.paths.items():
             flow = self.flows.flows.get(key)
-            if flow is None or not flow.elephant:
+            if flow is None or flow.rate_bps <= 0:
                 continue
             dst = self.topo.hosts.get(flow.dst_mac)
             egress = (dst.dpid, dst.port) if dst is not None else None

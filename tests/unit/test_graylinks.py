@@ -3,6 +3,8 @@ what their flows do once moved off, believed again after a hold."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from controller.capacity import Belief, Capacities, Reading
@@ -16,6 +18,8 @@ MBPS = 1e6
 SLOW: PortRef = (2, 3)  # an aggregation switch's uplink, shaped to a quarter
 HEALTHY: PortRef = (2, 4)
 INGRESS, EGRESS = (1, 1), (5, 1)  # the sender's and the receiver's host ports
+SUSPECT = (1 * MBPS, "suspect")
+PEERS: dict[PortRef, PortRef] = {SLOW: (3, 2), (3, 2): SLOW, (1, 3): (2, 1), (2, 1): (1, 3)}
 
 
 def believed(gray: GrayLinks) -> dict[PortRef, tuple[float, str]]:
@@ -38,6 +42,7 @@ def readout(
         flat=lambda ref: flat.get(ref),
         shown=lambda ref, bps: ref not in unproven and bps <= 4 * MBPS,
         kind_level=lambda ref: 4 * MBPS,
+        peer=PEERS.get,
     )
 
 
@@ -113,6 +118,35 @@ def test_what_does_not_make_a_suspect(case: str) -> None:
     assert gray.review(5.0, [SLOW], Crossings(flows), read) == [] and believed(gray) == {}
 
 
+def test_host_links_need_no_proof_a_flow_cannot_leave_them() -> None:
+    load = {SLOW: 1 * MBPS, (1, 3): 1 * MBPS, EGRESS: 1 * MBPS}
+    read = readout({SLOW: 1 * MBPS}, load, {INGRESS: 1 * MBPS}, frozenset({SLOW, INGRESS, EGRESS}))
+    gray, flows = GrayLinks(), Crossings([crossing(SLOW, 1.0)])
+    assert gray.review(0.0, [SLOW], flows, read) == []
+    assert gray.review(2.0, [SLOW], flows, read) == [(SLOW, "suspected")]
+
+
+@pytest.mark.parametrize("blamed", [True, False])
+def test_the_reverse_held_low_by_other_flows_clears_the_rest_of_the_way(blamed: bool) -> None:
+    """Nothing of the slow flow's way was seen faster, but the same cable is held low the
+    other way by a flow that shares nothing else with it: the cable is the common cause.
+    A witness that comes down the slow flow's own edge link (``(2, 1)``) proves nothing."""
+    peer = PEERS[SLOW]
+    other = (6, 2) if blamed else (2, 1)
+    flat = {SLOW: 1 * MBPS, peer: 1 * MBPS}
+    load = {SLOW: 1 * MBPS, (1, 3): 1 * MBPS, peer: 1 * MBPS, other: 1 * MBPS, EGRESS: 1 * MBPS}
+    unproven = frozenset({SLOW, peer, (1, 3), (2, 1), (6, 2), INGRESS, EGRESS})
+    read = readout(flat, load, {INGRESS: 1 * MBPS, (7, 1): 1 * MBPS}, unproven)
+    witness = Crossing("f2", 1 * MBPS, (peer, other), (7, 1), (8, 1))
+    flows = Crossings([crossing(SLOW, 1.0), witness])
+    gray = GrayLinks()
+    for t in (0.0, 2.0, 4.0):  # each way is read as its switch replies
+        gray.review(t, [SLOW, peer], flows, read)
+    assert believed(gray) == ({SLOW: SUSPECT, peer: SUSPECT} if blamed else {})
+    lone, alone = Crossings([crossing(SLOW, 1.0)]), GrayLinks()  # (1, 3) may be the slow one
+    assert alone.review(0.0, [SLOW], lone, read) == alone.review(2.0, [SLOW], lone, read) == []
+
+
 def test_flows_that_speed_up_once_moved_confirm_it_and_it_is_tried_again_later() -> None:
     c = GrayConfig()
     gray = GrayLinks(c)
@@ -179,9 +213,85 @@ def test_the_docs_and_the_alert_state_the_defaults() -> None:
     assert f"under {words[c.below]} the level" in doc
     assert f"at least {c.tcp_share:.0%}".replace("%", " %") in doc
     assert f"at least {c.room:g} times" in doc
+    assert {0.1: "a tenth of it"}[c.counts] in doc
+    assert f"the other way in the last {c.witness_within:g}\n     seconds" in doc
+    assert f"still on it after {c.judge_within:g} seconds" in doc
     assert f"For {words[int(c.suspect_after)]} seconds" in doc
     assert f"{words[int(c.judge_after)].capitalize()} seconds after" in doc
     assert f"median gain {c.gain:g}" in doc
     assert f"for {c.retry_after / 60:g} minutes" in doc
     assert f"again for {c.quiet_after / 60:g} minutes" in doc
     assert f"believed again after {c.retry_after / 60:g} min" in alert
+
+
+# Both ways of the aggregation-core cable SLOW-(3, 2) slow; the flows that witness it both
+# also cross the edge cable (1, 3)-(2, 1), so either cable could hold them.
+UP, DOWN = (1, 3), (2, 1)  # the edge cable, up and down
+X_WAY = (UP, SLOW, (3, 4), (4, 1))  # a flow leaving the edge switch through both
+Y_WAY = ((7, 3), (8, 3), (3, 2), DOWN)  # one coming back down the same cables
+CABLES = {**PEERS, UP: DOWN, DOWN: UP}
+
+
+def two_cables() -> Readout:
+    low = {SLOW, (3, 2), UP, DOWN}
+    read = readout(
+        {ref: 1 * MBPS for ref in low},
+        {ref: 1 * MBPS for ref in (*X_WAY, *Y_WAY)},
+        {INGRESS: 1 * MBPS, (7, 1): 1 * MBPS},
+        frozenset({*X_WAY, *Y_WAY, INGRESS, EGRESS, (7, 1), (8, 1)}),
+    )
+    return dataclasses.replace(read, peer=CABLES.get)
+
+
+def x_on(way: tuple[PortRef, ...], mbps: float = 1.0) -> Crossing:
+    return Crossing("x", mbps * MBPS, way, INGRESS, EGRESS)
+
+
+def witnessed(gray: GrayLinks, read: Readout) -> float:
+    """Both ways held low by X and Y for ``suspect_after``; returns when both are marked."""
+    flows = Crossings([x_on(X_WAY), Crossing("y", 1 * MBPS, Y_WAY, (7, 1), (8, 1))])
+    for t in (0.0, 2.0, 4.0):
+        gray.review(t, [SLOW, (3, 2), UP, DOWN], flows, read)
+    return 4.0
+
+
+def test_where_the_witnesses_share_two_cables_the_one_farther_from_the_hosts_goes_first() -> None:
+    gray = GrayLinks()
+    witnessed(gray, two_cables())
+    assert believed(gray) == {SLOW: SUSPECT, (3, 2): SUSPECT}  # not the edge cable
+    assert gray.marked[SLOW].kept == {UP} and gray.marked[(3, 2)].kept == {DOWN}
+
+
+@pytest.mark.parametrize(
+    ("moved_to", "mbps", "verdicts"),
+    [
+        ((UP, HEALTHY, (9, 4), (4, 1)), 3.6, [(SLOW, "degraded")]),  # kept UP, sped up
+        (((1, 4), (5, 3), (9, 4), (4, 1)), 3.6, [(SLOW, "untested")]),  # left both cables
+        ((UP, HEALTHY, (9, 4), (4, 1)), 1.0, [(SLOW, "cleared"), (UP, "suspected")]),
+    ],
+)
+def test_the_test_counts_only_flows_that_kept_the_nearer_cable(
+    moved_to: tuple[PortRef, ...], mbps: float, verdicts: list[tuple[PortRef, str]]
+) -> None:
+    """Sped up while still crossing the edge cable: the farther one held them. Moved off
+    both: the gain says nothing of which. Kept the edge cable and no faster: the edge
+    cable holds them, and is suspected at once."""
+    c, read = GrayConfig(), two_cables()
+    gray = GrayLinks(c)
+    t = witnessed(gray, read)
+    moved = Crossings([x_on(moved_to, mbps)])
+    gray.review(t + 1.0, [SLOW], moved, read)
+    assert gray.review(t + 1.0 + c.judge_after, [SLOW], moved, read) == verdicts
+    if verdicts[-1] == (UP, "suspected"):
+        assert believed(gray)[UP] == SUSPECT
+
+
+def test_a_mouse_on_the_link_does_not_decide_it() -> None:
+    """A flow under a tenth of the level holds nothing: its other links need no proof."""
+    mouse = Crossing("m", 0.05 * MBPS, ((9, 9), SLOW), (9, 1), EGRESS)
+    flows = Crossings([crossing(SLOW, 1.0), mouse])
+    load = {SLOW: 1 * MBPS, (1, 3): 1 * MBPS, EGRESS: 1 * MBPS}
+    gray, read = GrayLinks(), readout({SLOW: 1 * MBPS}, load, {}, frozenset({SLOW, (9, 9)}))
+    gray.review(0.0, [SLOW], flows, read)
+    assert gray.review(2.0, [SLOW], flows, read) == [(SLOW, "suspected")]
+    assert gray.marked[SLOW].rates == {"f1": 1 * MBPS}
