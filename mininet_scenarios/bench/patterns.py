@@ -202,6 +202,7 @@ def start_mode(
         with contextlib.suppress(Exception):
             info["health"] = stack.api.health()
         ctl, api = stack.ctl, stack.api
+        info["controller_pid"] = ctl.pid if ctl is not None else None
         yield stack.net, info, lambda: ctl is not None and ctl.alive(), lambda: api.get(FLOWS)
 
 
@@ -236,7 +237,7 @@ def measure_mode(
     progress: dict[str, Any],
 ) -> None:
     """Start ``mode`` once, run every matrix on it, append each run to ``doc`` as it ends."""
-    from mininet_scenarios.harness.cpu import cpu_idle_sampler
+    from mininet_scenarios.harness.cpu import cpu_idle_sampler, cpu_mark, cpu_used
     from mininet_scenarios.harness.reachability import pingall
     from mininet_scenarios.workloads.iperf import iperf3_flows
 
@@ -269,10 +270,12 @@ def measure_mode(
             }
             try:
                 wall0 = time.time()
+                before = cpu_mark(info.get("controller_pid"))
                 with cpu_idle_sampler(CPU_INTERVAL) as cpu:
                     res = iperf3_flows(
                         fnet, matrix, args.seconds, cport_base=base, out_dir=iperf_dir
                     )
+                record.update(cpu_used(before, cpu_mark(info.get("controller_pid"))))
                 idle = _window(cpu.samples, wall0, iperf_dir / "go", args.seconds)
                 moved = last_moves(fnet.graph, res.flows, base, _read_flows(flows))
             except Exception as exc:  # one broken run must not lose the others

@@ -315,6 +315,7 @@ def report(doc: Mapping[str, Any], out_dir: Path) -> tuple[str, Path | None]:
         table += "\n\nwhole flows, first byte to last:\n"
         table += format_table(whole, patterns, modes, anchors, fabric_kind=kind, whole=True)
         table += steady_table(doc["runs"], patterns, modes)
+    table += cpu_table(doc["runs"], patterns, modes)
     png = None
     if doc["runs"]:
         seeds = len(doc.get("seeds", [])) or 1
@@ -361,6 +362,29 @@ def steady_table(runs: Sequence[Run], patterns: Sequence[str], modes: Sequence[s
                 if isinstance(f.get("last_moved_s"), float | int)
             )
             text = f"{statistics.median(steady):.1f} [{moved}]" if steady else "-"
+            cells.append(f"{m} {text}")
+        lines.append(f"  {p:<14} " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+def cpu_table(runs: Sequence[Run], patterns: Sequence[str], modes: Sequence[str]) -> str:
+    """Per pattern and mode, medians over seeds: ovs-vswitchd's busiest thread and the
+    controller, % of one CPU. A busiest thread near 100 % caps the emulated fabric: where
+    it does, the figure is the emulator's as much as the controller's."""
+    if not any(r.get("ovs_busiest_pct") is not None for r in runs):
+        return ""
+    lines = [
+        "",
+        "",
+        "CPU, % of one core (median over seeds): ovs-vswitchd busiest thread / controller:",
+    ]
+    for p in patterns:
+        cells = []
+        for m in modes:
+            mine = [r for r in runs if (r["pattern"], r["mode"]) == (p, m)]
+            ovs = [r["ovs_busiest_pct"] for r in mine if r.get("ovs_busiest_pct") is not None]
+            ctl = [r["controller_cpu_pct"] for r in mine if r.get("controller_cpu_pct") is not None]
+            text = "/".join(f"{statistics.median(v):.0f}" if v else "-" for v in (ovs, ctl))
             cells.append(f"{m} {text}")
         lines.append(f"  {p:<14} " + "  ".join(cells))
     return "\n".join(lines)

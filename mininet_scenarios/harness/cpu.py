@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -109,3 +111,30 @@ def busiest_thread(
     if best is None:
         return None
     return {"thread": best[1], "cpu_pct": round(100.0 * best[0] / seconds, 1)}
+
+
+Threads = dict[int, tuple[str, float]]
+
+
+def cpu_mark(ctl_pid: int | None) -> tuple[float, Threads, Threads]:
+    """When, and the CPU seconds so far of ovs-vswitchd's threads and the controller's."""
+    ovs = ovs_vswitchd_pid()
+    return (
+        time.monotonic(),
+        thread_cpu_seconds(ovs) if ovs is not None else {},
+        thread_cpu_seconds(ctl_pid) if ctl_pid is not None else {},
+    )
+
+
+def cpu_used(
+    before: tuple[float, Threads, Threads], after: tuple[float, Threads, Threads]
+) -> dict[str, Any]:
+    """A run's CPU, in % of one CPU: ovs-vswitchd's busiest thread (one saturated thread
+    caps the whole emulated fabric: the figure is then the emulator's) and the controller."""
+    span = after[0] - before[0]
+    busiest = busiest_thread(before[1], after[1], span) if after[1] else None
+    used = sum(c for _, c in after[2].values()) - sum(c for _, c in before[2].values())
+    return {
+        "ovs_busiest_pct": busiest["cpu_pct"] if busiest else None,
+        "controller_cpu_pct": round(100 * used / span, 1) if after[2] and span > 0 else None,
+    }

@@ -257,3 +257,22 @@ def test_last_moves_match_iperf_flows_to_loom_flows_by_their_ports() -> None:
     assert steady_after(moved) == 0.8
     assert last_moves(graph, flows, 40000, None) is None and steady_after(None) is None
     assert steady_after([None, "untracked"]) == 0.0
+
+
+def test_cpu_of_the_busiest_ovs_thread_and_the_controller_is_reported_per_run() -> None:
+    from mininet_scenarios.harness.cpu import cpu_used
+
+    before = (10.0, {7: ("pmd-c01", 1.0), 8: ("handler1", 0.5)}, {9: ("ryu", 2.0)})
+    after = (12.0, {7: ("pmd-c01", 2.9), 8: ("handler1", 0.7)}, {9: ("ryu", 2.5)})
+    assert cpu_used(before, after) == {"ovs_busiest_pct": 95.0, "controller_cpu_pct": 25.0}
+    assert cpu_used(before, (12.0, {}, {})) == {
+        "ovs_busiest_pct": None,
+        "controller_cpu_pct": None,
+    }
+    runs = synthetic()
+    for r in runs:
+        r["ovs_busiest_pct"], r["controller_cpu_pct"] = 90.0 + r["seed"], 10.0 * r["seed"]
+    doc = {"patterns": ["stride4"], "modes": MODES, "runs": runs, "seeds": [1, 2, 3]}
+    table, _ = report(doc, Path("/nonexistent"))
+    assert "ovs-vswitchd busiest thread / controller" in table
+    assert "loom 92/20" in table  # medians over the three seeds
