@@ -276,3 +276,10 @@ def test_cpu_of_the_busiest_ovs_thread_and_the_controller_is_reported_per_run() 
     table, _ = report(doc, Path("/nonexistent"))
     assert "ovs-vswitchd busiest thread / controller" in table
     assert "loom 92/20" in table  # medians over the three seeds
+
+
+def test_short_flows_are_allowed_down_to_two_seconds(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_args(["--seconds", "2"]).seconds == 2
+    with pytest.raises(SystemExit):
+        parse_args(["--seconds", "1"])
+    assert "--seconds >= 2" in capsys.readouterr().err
