@@ -10,18 +10,21 @@ push and pop, groups), write-metadata, then goto; no goto ends the pipeline and 
 packet leaves by the port it was output to. Metadata starts at zero at every switch.
 
 Groups: fast-failover takes its first bucket whose watched port is up; select hashes
-the flow, as a switch does, modelled as ``zlib.crc32`` of the switch, the 5-tuple and a
+the flow, as a switch does, modelled as a BLAKE2b digest of the switch, the 5-tuple and a
 per-draw ``salt`` (so a draw is one possible set of hash functions, and every draw is
-reproducible) over the live buckets by weight. A copy to the controller with a length
-bound (a flow's first packets for traffic engineering) is not forwarding and is ignored;
-a packet whose only way out is the controller, that no rule forwards, that leaves by
-more than one port or that comes back to a port it crossed is a :class:`TraceError`.
+reproducible) over the live buckets by weight. The hash must mix: CRC32 is affine in its
+input, so with the salt at the end of equal-length keys every salt would flip the same
+flows together, and two flows that collide in one draw would collide in all. A copy to
+the controller with a length bound (a flow's first packets for traffic engineering) is
+not forwarding and is ignored; a packet whose only way out is the controller, that no
+rule forwards, that leaves by more than one port or that comes back to a port it
+crossed is a :class:`TraceError`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -251,7 +254,8 @@ class Tracer:
         self.hashed = True
         weights = [max(b.weight, 0) for b in live]
         weights = weights if sum(weights) else [1] * len(live)
-        pick = zlib.crc32(f"{dpid}/{five}".encode()) % sum(weights)
+        digest = hashlib.blake2b(f"{dpid}/{five}".encode(), digest_size=8).digest()
+        pick = int.from_bytes(digest, "big") % sum(weights)
         for bucket, weight in zip(live, weights, strict=True):
             pick -= weight
             if pick < 0:
