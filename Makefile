@@ -233,3 +233,12 @@ bench-real: venv
 .PHONY: whatif
 whatif: venv
 	$(PY) -m mininet_scenarios.bench.whatif $(ARGS)
+
+## TE at size, with traffic: Hedera's patterns on k=16/32/48 fat-trees, nonblocking, hashed
+## ECMP and Loom's real core side by side, flow-level (max-min fair) over the paths the core
+## installs, its counters fed the modelled rates; JSON + PNG into results/te-model. No root;
+## minutes of CPU at size, so under the lock. ARGS='--fabrics fat_tree:k=32 --seconds 20',
+## or '--check-k4 --measured results/patterns-keep-placed/results.json'.
+.PHONY: bench-te-model
+bench-te-model: venv
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.te_model $(ARGS)

@@ -468,18 +468,28 @@ class Wire:
             self.call("switch_state", self.fabric.switch_state, self.now, dpid, *state, meters)
 
     def _port_stats(self, dpid: int) -> list[PortStats]:
-        """Counters that grow at a small share of each live port's speed."""
+        """Counters that grow at a small share of each live port's speed (plus what
+        :meth:`_traffic` adds)."""
         elapsed = self.now - self.polled_at.get(dpid, self.now)
         self.polled_at[dpid] = self.now
         out = []
         for port, desc in self.ports[dpid].items():
             ref = (dpid, port)
             if desc.up and ref not in self.down and (ref in self.peer or ref in self.host_at):
-                rate = desc.speed_kbps * 125 * BACKGROUND_SHARE  # bytes/s
+                rate = self._background(ref, desc)
                 self.counters[ref] = self.counters.get(ref, 0.0) + elapsed * rate
-            count = int(self.counters.get(ref, 0.0))
-            out.append(PortStats(port, count, count, count // 1000, count // 1000))
+            base = int(self.counters.get(ref, 0.0))
+            got, sent = (base + extra for extra in self._traffic(ref))
+            out.append(PortStats(port, got, sent, got // 1000, sent // 1000))
         return out
+
+    def _background(self, ref: PortRef, desc: PortDesc) -> float:
+        """Bytes/s a live port's counters grow by when nothing else is modelled."""
+        return desc.speed_kbps * 125 * BACKGROUND_SHARE
+
+    def _traffic(self, ref: PortRef) -> tuple[int, int]:
+        """Bytes a port received and sent beyond the background: none here."""
+        return 0, 0
 
     # -- world events ----------------------------------------------------------------------
     def connect(self, dpids: Iterable[int]) -> list[Call]:
