@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from controller.compiler import flow_plan
 from controller.flows import IP_PROTO_TCP, FlowKey, FlowTable, TrackedFlow
+from controller.leastloaded import least_loaded_path
 from controller.model import (
     ETH_TYPE_IPV4,
     META_FROM_FABRIC,
@@ -54,7 +55,6 @@ from controller.placement import (
     reverse_path,
     valiant_choice,
     valiant_paths,
-    walked_paths,
 )
 from controller.routing import Routes
 from controller.telemetry import Telemetry
@@ -70,7 +70,6 @@ PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
 # share of the link, until its rate is first measured (then the port counters show it):
 YOUNG_SHARE = 1.0  # any new flow may be an elephant
 ACK_SHARE = 0.05  # the reverse of a tracked TCP flow: its ACK stream, about 1/20 of the data
-MINIMAL_KEPT = 4096  # switch pairs whose candidate paths are kept (16 paths: ~3 KB a pair)
 Capacity = Callable[[PortRef], float]
 Load = Callable[[PortRef], float]  # a link's measured load, as a share of its capacity
 
@@ -90,7 +89,8 @@ class TeConfig:
     max_candidates: int = 16
     place_new: bool = True  # each new flow pinned at its first packet onto the least-loaded path
     keep_placed: bool = True  # ... and kept there as an elephant unless a move lowers the peak
-    max_flows: int = 20_000  # tracked flows at most (rules and memory stay bounded)
+    max_flows: int = 20_000  # tracked flows at most (rules and memory stay bounded) ...
+    flows_per_host: int = 2  # ... or this many per host, if more; ACK streams apart
     new_flows_per_port: int = 100  # per second; above it a port stops being tracked ...
     quiet_seconds: float = 10.0  # ... for this long (its traffic still flows)
 
@@ -123,6 +123,7 @@ class TrafficEngineer:
         self.staged: dict[FlowKey, Staged] = {}
         self.ack_marks = ack_marks if config.ack_priority else ()
         self.acks: set[FlowKey] = set()  # flows marked with ack_marks
+        self._ack_streams: set[FlowKey] = set()  # tracked because their reverse was
         self.reroutes: Counter[str] = Counter()
         self.last_max_utilization = 0.0
         self.timer = timer  # measures planning time for metrics; never decides anything
@@ -133,8 +134,6 @@ class TrafficEngineer:
         self._young: dict[FlowKey, tuple[Path, float]] = {}  # placed, rate not yet measured
         self._young_load: dict[PortRef, float] = {}  # per link: the young flows' shares
         self._young_pairs: dict[tuple[str, str], FlowKey] = {}  # host pair -> its young flow
-        self._minimal: dict[tuple[int, int], list[Path]] = {}  # candidates per switch pair
-        self._minimal_of: Routes | None = None  # ... for these routes
         self.quiet: dict[PortRef, float] = {}  # port -> until when its flows go untracked
         self.events: Counter[str] = Counter()
         self._next_run = 0.0
@@ -161,35 +160,49 @@ class TrafficEngineer:
         src, dst = topo.hosts.get(frame.eth_src), topo.hosts.get(frame.eth_dst)
         if key is None or src is None or dst is None or (src.dpid, src.port) != (dpid, port):
             return {}
-        if key in self.flows.flows or len(self.flows.flows) >= self.config.max_flows:
+        if key in self.flows.flows or self._full(key, len(topo.hosts)):
             return {}
         recent = [t for t in self._new_flows.get((dpid, port), []) if now - t < 1.0] + [now]
         self._new_flows[(dpid, port)] = recent
         if len(recent) > self.config.new_flows_per_port:
             return self._quiet(now, dpid, port)
         self.flows.seen(now, key, src.mac, dst.mac, dpid, port)
+        if key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows:
+            self._ack_streams.add(key)
         if self.config.place_new and load is not None:
             self._place_new(key, dpid, dst.dpid, routes, load)
         return {owner_of(key): self._plan(self.flows.flows[key], topo, routes)}
 
+    def _full(self, key: FlowKey, hosts: int) -> bool:
+        """Whether ``key`` would go over the tracked flows' bound: ``max_flows``, or
+        ``flows_per_host`` a host on a larger fabric (a host with a bulk transfer opens
+        a control connection too; iperf3 does). The ACK stream of a tracked TCP flow
+        (its first packet comes from the receiver) counts apart, against a bound of its
+        own: counted together, the ACK streams of half the flows would keep the other
+        half's data untracked."""
+        limit = max(self.config.max_flows, self.config.flows_per_host * hosts)
+        acks = len(self._ack_streams)
+        if key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows:
+            return acks >= limit
+        return len(self.flows.flows) - acks >= limit
+
     def _place_new(self, key: FlowKey, src: int, dst: int, routes: Routes, load: Load) -> None:
-        """The path whose busiest link is least loaded (measured share plus the young
-        flows placed on it since), then the least loaded in sum; ties go round by the
-        flow's id, so equal paths share new flows evenly and repeatably. A flow between
-        two hosts that already have a young flow joins it (``_pair_path``)."""
-        cands = self._minimal_paths(src, dst, routes, key.ident)
-        if len(cands) < 2:
-            return  # one way only (or none): the default route is that way
-        turn = key.ident % len(cands)
+        """The equal-cost path whose busiest link is least loaded (measured share plus the
+        young flows placed on it since), then the least loaded in sum, over every such
+        path (``least_loaded_path``); ties go by the flow's id, so equal paths share new
+        flows evenly and repeatably. A flow between two hosts that already have a young
+        flow joins it (``_pair_path``)."""
         young = self._young_load
-
-        def cost(path: Path) -> tuple[float, float]:
-            shares = [load(link) + young.get(link, 0.0) for link in path]
-            return max(shares), sum(shares)
-
         acks = key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows
         back = self._way_back(key, routes, src, dst) if acks else None
-        path = back or self._pair_path(key, cands) or min(cands[turn:] + cands[:turn], key=cost)
+        path = back or self._pair_path(key, routes, src, dst)
+        if path is None:
+            found = least_loaded_path(
+                routes, src, dst, lambda link: load(link) + young.get(link, 0.0), key.ident
+            )
+            if found is None or not found[1]:
+                return  # one way only (or none): the default route is that way
+            path = found[0]
         share = ACK_SHARE if acks else YOUNG_SHARE
         self.paths[key] = path
         log.debug("placed %s on %s", key, path)
@@ -200,7 +213,7 @@ class TrafficEngineer:
         if not acks:
             self._young_pairs[(key.ipv4_src, key.ipv4_dst)] = key
 
-    def _pair_path(self, key: FlowKey, cands: list[Path]) -> Path | None:
+    def _pair_path(self, key: FlowKey, routes: Routes, src: int, dst: int) -> Path | None:
         """The path of the young flow between the same two hosts, which hands its assumed
         share over to ``key``. Both hosts' own links bound such flows together, so until
         measured they are one link's demand at most, and a fabric path of the same rate
@@ -217,30 +230,14 @@ class TrafficEngineer:
         if held is None:
             grown = self.flows.flows.get(mate)
             path = self.paths.get(mate) if grown is not None and not grown.elephant else None
-            return path if path in cands else None
-        if held[0] not in cands:
+            return path if path is not None and is_minimal(routes, path, src, dst) else None
+        if not is_minimal(routes, held[0], src, dst):
             return None
         path, share = held
         self._young[mate] = (path, 0.0)
         for link in path:
             self._young_load[link] -= share
         return path
-
-    def _minimal_paths(self, src: int, dst: int, routes: Routes, seed: int) -> list[Path]:
-        """Equal-cost paths between two switches: ``minimal_paths``, kept until the routes
-        change, for the first ``MINIMAL_KEPT`` pairs asked; for others, paths walked from
-        ``seed`` (``walked_paths``), so a large fabric's placement costs a bounded time
-        per new flow."""
-        if self._minimal_of is not routes:
-            self._minimal, self._minimal_of = {}, routes
-        cands = self._minimal.get((src, dst))
-        if cands is not None:
-            return cands
-        limit = self.config.max_candidates
-        if len(self._minimal) >= MINIMAL_KEPT:
-            return walked_paths(routes, src, dst, seed, limit)
-        cands = self._minimal[(src, dst)] = minimal_paths(routes, src, dst, limit)
-        return cands
 
     def _way_back(self, key: FlowKey, routes: Routes, src: int, dst: int) -> Path | None:
         """For a TCP flow's ACK stream (``key``): the reverse of its data's path, if that
@@ -456,22 +453,36 @@ class TrafficEngineer:
         demands = []
         for flow, share in zip(elephants, shares, strict=True):
             dst = topo.hosts[flow.dst_mac].dpid
-            cands = self._candidates(flow, dst, routes, cache)
+            where = self.paths.get(flow.key)  # its first packet's path: kept unless moving
+            cands = self._candidates(flow, dst, routes, cache, where)
             if not cands:
                 continue
             rate = share * capacity((flow.ingress, flow.in_port))
             held = now - self.moved_at.get(flow.key, -1e9) < self.config.hold_down
-            where = self.paths.get(flow.key)  # its first packet's path: kept unless moving
             kept = self.config.keep_placed or flow.key in self.engineered  # it lowers the
             current = where if kept else None  # busiest link (a move costs TCP a stall)
             demands.append(Demand(flow.key, rate, tuple(cands), current, not held, where))
         return demands
 
     def _candidates(
-        self, flow: TrackedFlow, dst: int, routes: Routes, cache: NextPortCache
+        self,
+        flow: TrackedFlow,
+        dst: int,
+        routes: Routes,
+        cache: NextPortCache,
+        where: Path | None = None,
     ) -> list[Path]:
+        """A sample of the equal-cost paths, and ``where`` the flow runs if that is one of
+        them (placed at its first packet over all of them, it may be outside the sample;
+        left out, it could not be kept there)."""
         limit = self.config.max_candidates
         minimal = minimal_paths(routes, flow.ingress, dst, limit)
+        if (
+            where is not None
+            and where not in minimal
+            and is_minimal(routes, where, flow.ingress, dst)
+        ):
+            minimal.append(where)
         policy = self.config.path_policy
         if policy == "minimal" or routes.groups is None:
             return minimal
@@ -533,6 +544,7 @@ class TrafficEngineer:
         )
 
     def _drop(self, key: FlowKey) -> None:
+        self._ack_streams.discard(key)
         self._grown_up(key, gone=True)
         self.engineered.discard(key)
         self.acks.discard(key)
