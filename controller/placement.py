@@ -124,30 +124,6 @@ def _lookup(table: dict[int, tuple[int, ...]]) -> Callable[[int], tuple[int, ...
     return lambda node: table.get(node, ())
 
 
-def walked_paths(routes: Routes, src: int, dst: int, seed: int, count: int) -> list[Path]:
-    """Up to ``count`` distinct equal-cost paths, each drawn hop by hop with next ports
-    picked from ``seed``: no count of every path first (a k=48 pair has 576, and counting
-    them costs more than placing one flow should). Deterministic for a seed."""
-    hops = routes.hops_to(dst)
-    peer = cast(Mapping[Link, int], routes.peer())
-    found: dict[Path, None] = {}
-    x = seed & 0x7FFFFFFF
-    for _ in range(count):
-        node, path = src, list[Link]()
-        while node != dst and len(path) <= len(routes.nodes):
-            ports = hops.get(node, ())
-            x = (x * 1103515245 + 12345) & 0x7FFFFFFF  # (the C library's generator)
-            port = ports[(x >> 8) % len(ports)] if ports else None
-            nxt = peer.get((node, port)) if port is not None else None
-            if port is None or nxt is None:
-                break
-            path.append((node, port))
-            node = nxt
-        if node == dst:
-            found[tuple(path)] = None
-    return list(found)
-
-
 def is_minimal(routes: Routes, path: Path, src: int, dst: int) -> bool:
     """Whether ``path`` leads from ``src`` to ``dst`` along next hops only."""
     node, peer = src, cast(Mapping[Link, int], routes.peer())
