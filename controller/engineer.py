@@ -124,6 +124,7 @@ class TrafficEngineer:
         self.ack_marks = ack_marks if config.ack_priority else ()
         self.acks: set[FlowKey] = set()  # flows marked with ack_marks
         self._ack_streams: set[FlowKey] = set()  # tracked because their reverse was
+        self._loads: tuple[float, dict[PortRef, float]] = (-1.0, {})  # read at an instant
         self.reroutes: Counter[str] = Counter()
         self.last_max_utilization = 0.0
         self.timer = timer  # measures planning time for metrics; never decides anything
@@ -170,8 +171,24 @@ class TrafficEngineer:
         if key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows:
             self._ack_streams.add(key)
         if self.config.place_new and load is not None:
-            self._place_new(key, dpid, dst.dpid, routes, load)
+            self._place_new(key, dpid, dst.dpid, routes, self._loads_now(now, load))
         return {owner_of(key): self._plan(self.flows.flows[key], topo, routes)}
+
+    def _loads_now(self, now: float, load: Load) -> Load:
+        """``load``, each link read once per instant: a burst of new flows (a job's
+        first step: thousands at once) weighs the same links again and again, and a
+        link's measured load changes only with the next counter reading."""
+        if self._loads[0] != now:
+            self._loads = (now, {})
+        seen = self._loads[1]
+
+        def read(link: PortRef) -> float:
+            got = seen.get(link)
+            if got is None:
+                got = seen[link] = load(link)
+            return got
+
+        return read
 
     def _full(self, key: FlowKey, hosts: int) -> bool:
         """Whether ``key`` would go over the tracked flows' bound: ``max_flows``, or
