@@ -168,7 +168,7 @@ class TrafficEngineer:
         if len(recent) > self.config.new_flows_per_port:
             return self._quiet(now, dpid, port)
         self.flows.seen(now, key, src.mac, dst.mac, dpid, port)
-        if key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows:
+        if self._ack_stream(key):
             self._ack_streams.add(key)
         if self.config.place_new and load is not None:
             self._place_new(key, dpid, dst.dpid, routes, self._loads_now(now, load))
@@ -190,6 +190,10 @@ class TrafficEngineer:
 
         return read
 
+    def _ack_stream(self, key: FlowKey) -> bool:
+        """Whether ``key`` is the ACK stream of a tracked TCP flow (its reverse)."""
+        return key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows
+
     def _full(self, key: FlowKey, hosts: int) -> bool:
         """Whether ``key`` would go over the tracked flows' bound: ``max_flows``, or
         ``flows_per_host`` a host on a larger fabric (a host with a bulk transfer opens
@@ -199,7 +203,7 @@ class TrafficEngineer:
         half's data untracked."""
         limit = max(self.config.max_flows, self.config.flows_per_host * hosts)
         acks = len(self._ack_streams)
-        if key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows:
+        if self._ack_stream(key):
             return acks >= limit
         return len(self.flows.flows) - acks >= limit
 
@@ -210,7 +214,7 @@ class TrafficEngineer:
         flows evenly and repeatably. A flow between two hosts that already have a young
         flow joins it (``_pair_path``)."""
         young = self._young_load
-        acks = key.ip_proto == IP_PROTO_TCP and key.reverse() in self.flows.flows
+        acks = self._ack_stream(key)
         back = self._way_back(key, routes, src, dst) if acks else None
         path = back or self._pair_path(key, routes, src, dst)
         if path is None:

@@ -148,11 +148,11 @@ class GrayLinks:
     def _suspect(self, now: float, ref: PortRef, crossings: Crossings, read: Readout) -> bool:
         c = self.config
         level, kind = read.flat(ref), read.kind_level(ref)
-        kept = None if level is None or kind is None else self._evidence(now, ref, crossings, read)
-        if level is None or kind is None or kept is None:
+        found = None if level is None or kind is None else self._evidence(now, ref, crossings, read)
+        if level is None or kind is None or found is None:
             self.pending.pop(ref, None)
             return False
-        on = self._holders(ref, crossings.on(ref), read)
+        on, kept = found
         if now - self.pending.setdefault(ref, now) < c.suspect_after:
             return False
         del self.pending[ref]
@@ -170,17 +170,18 @@ class GrayLinks:
 
     def _evidence(
         self, now: float, ref: PortRef, crossings: Crossings, read: Readout
-    ) -> frozenset[PortRef] | None:
+    ) -> tuple[list[Crossing], frozenset[PortRef]] | None:
         """Held low by the flows Loom pinned, each with room on every other link, and
-        every other fabric link of theirs cleared of blame; ``None`` if not. A flow's rate
+        every other fabric link of theirs cleared of blame: those flows, and the links
+        the test must keep (below); ``None`` if not. A flow's rate
         is the same on every link of its way, so only a link the others are known to
         outrun can be the one that holds it. A link is cleared if it was seen carrying
         more lately, if it was tested and cleared lately, or if the same cable was held
         low the other way lately by flows that do not cross it (two independent
         witnesses share only that cable). Where both witnesses cross another cable too,
         the one farther from the hosts is tested first (a flow can leave it and keep the
-        nearer one, not the other way round): returned, the links it was preferred to,
-        which the test must keep. Host links need no clearing: a flow cannot leave them,
+        nearer one, not the other way round): the links it was preferred to are the ones
+        the test must keep. Host links need no clearing: a flow cannot leave them,
         so one held by its host is cleared by the move that tests it."""
         c = self.config
         on = self._holders(ref, crossings.on(ref), read)
@@ -203,7 +204,7 @@ class GrayLinks:
                 if _depth(x.fabric, o) >= _depth(x.fabric, ref):
                     return None
                 kept.add(o)
-        return frozenset(kept)
+        return on, frozenset(kept)
 
     def _holders(self, ref: PortRef, on: list[Crossing], read: Readout) -> list[Crossing]:
         """The flows that hold ``ref`` flat well below its kind (those carrying at least

@@ -50,6 +50,14 @@ from typing import Any
 
 import networkx as nx
 
+from mininet_scenarios.bench.flowruns import (
+    CPU_INTERVAL,
+    FLOWS,
+    cpu_window,
+    flow_records,
+    last_moves,
+    read_flows,
+)
 from mininet_scenarios.bench.graylink_report import (
     DENOMINATOR,
     REFERENCE,
@@ -65,17 +73,11 @@ from mininet_scenarios.bench.graylink_report import (
     worst_flow,
 )
 from mininet_scenarios.bench.patterns import (
-    CPU_INTERVAL,
-    FLOWS,
     WMEM_MIN,
     Mode,
-    _read_flows,
     _save,
     _split,
-    _window,
     cport_base,
-    flow_records,
-    last_moves,
     modes_for,
     nonblocking_graph,
     say,
@@ -349,7 +351,7 @@ def measure(
                 )
         go = (iperf_dir / "go").stat().st_mtime
         moved = last_moves(
-            stack.net.graph, res.flows, base, _read_flows(lambda: stack.api.get(FLOWS))
+            stack.net.graph, res.flows, base, read_flows(lambda: stack.api.get(FLOWS))
         )
         try:
             rec["metrics"] = _metrics(stack.metrics_url)
@@ -359,7 +361,7 @@ def measure(
         log = stack.controller_log()
     rec["log_tracebacks"] = log.count("Traceback")
     rec["log_gray_lines"] = [ln[-240:] for ln in log.splitlines() if GRAY_LOG.search(ln)][:20]
-    idle = _window(cpu.samples, wall0, iperf_dir / "go", args.seconds)
+    idle = cpu_window(cpu.samples, wall0, iperf_dir / "go", args.seconds)
     flows = flow_records(res.flows, base, moved)
     w = worst_flow(flows)
     worst = flows[w] if w is not None else None

@@ -48,6 +48,15 @@ from typing import Any
 
 import networkx as nx
 
+from mininet_scenarios.bench.flowruns import (
+    CPU_INTERVAL,
+    FLOWS,
+    cpu_window,
+    flow_records,
+    last_moves,
+    read_flows,
+    steady_after,
+)
 from mininet_scenarios.bench.patterns_report import (
     DENOMINATOR,
     FAT_TREE_ANCHORS,
@@ -73,7 +82,6 @@ from topologies.graph import add_host, add_switch, host_list, link_ends, new_gra
 
 WMEM_MIN = 16777216  # docs/environment.md: below this, congestion drops packets
 CPU_IDLE_MIN = 35.0  # docs/benchmarks.md §1: below, the CPU is measured
-CPU_INTERVAL = 0.5
 
 
 @dataclass(frozen=True)
@@ -276,8 +284,8 @@ def measure_mode(
                         fnet, matrix, args.seconds, cport_base=base, out_dir=iperf_dir
                     )
                 record.update(cpu_used(before, cpu_mark(info.get("controller_pid"))))
-                idle = _window(cpu.samples, wall0, iperf_dir / "go", args.seconds)
-                moved = last_moves(fnet.graph, res.flows, base, _read_flows(flows))
+                idle = cpu_window(cpu.samples, wall0, iperf_dir / "go", args.seconds)
+                moved = last_moves(fnet.graph, res.flows, base, read_flows(flows))
             except Exception as exc:  # one broken run must not lose the others
                 record.update(aggregate_mbps=None, error=f"{type(exc).__name__}: {exc}")
                 say(f"{mode.name} {pattern} seed {seed}: FAILED {record['error']}")
@@ -305,81 +313,6 @@ def measure_mode(
     info["log_tracebacks"] = sum(p.read_text(errors="replace").count("Traceback") for p in logs)
     if info["log_tracebacks"]:
         say(f"{mode.name}: WARNING {info['log_tracebacks']} tracebacks in {run_dir}/*.txt")
-
-
-FLOWS = "/loom/v1/flows"
-
-
-def _read_flows(read: Callable[[], Any]) -> list[dict[str, Any]] | None:
-    """Loom's tracked flows right after a run (still tracked: they idle out later)."""
-    try:
-        body = read()
-    except Exception as exc:  # the figure is lost, not the run
-        say(f"GET flows failed: {exc}")
-        return None
-    return None if body is None else list(body.get("flows", []))
-
-
-def last_moves(
-    graph: nx.MultiGraph, flows: Sequence[Any], cport_base: int, tracked: list[Any] | None
-) -> list[float | str | None] | None:
-    """Per iperf3 flow (client port ``cport_base + i``): seconds from its first packet to
-    the last time Loom moved it, ``None`` if never moved, ``"untracked"`` if Loom did not
-    list it; ``None`` as a whole when the controller lists no flows (not Loom)."""
-    if tracked is None:
-        return None
-    by_key = {t["flow"]: t for t in tracked}
-    out: list[float | str | None] = []
-    for i, f in enumerate(flows):
-        src, dst = graph.nodes[f.sender]["ip"], graph.nodes[f.receiver]["ip"]
-        seen = by_key.get(f"tcp:{src}:{cport_base + i}->{dst}:{f.port}")
-        out.append("untracked" if seen is None else seen.get("last_moved_s"))
-    return out
-
-
-def flow_records(
-    flows: Sequence[Any], cport_base: int, moved: list[float | str | None] | None
-) -> list[dict[str, Any]]:
-    """A run's iperf3 flows as saved: rates trimmed and whole, the series, Loom's last
-    move of each (``last_moves``)."""
-    return [
-        {
-            "src": f.sender,
-            "dst": f.receiver,
-            "cport": cport_base + i,
-            "mbps": round(f.mbps, 4),
-            "whole_mbps": round(f.whole_mbps, 4),
-            "last_moved_s": moved[i] if moved else None,
-            "retransmits": f.retransmits,
-            "error": f.error,
-            "series": [round(x, 3) for x in f.series],
-        }
-        for i, f in enumerate(flows)
-    ]
-
-
-def steady_after(moved: list[float | str | None] | None) -> float | None:
-    """When the run's placement held: the last move of any of its flows (0: none moved)."""
-    if moved is None:
-        return None
-    return max((m for m in moved if isinstance(m, float | int)), default=0.0)
-
-
-def _window(samples: list[float], wall0: float, go: Path, seconds: float) -> list[float]:
-    """The CPU idle samples inside the middle 80 % of the flows, the window the throughput
-    is measured over. The whole call also holds the start of 2n iperf3 processes and clients
-    polling for the start file, which floor the CPU for a moment and say nothing about the
-    run; the clients start when ``go`` is created, so its mtime anchors the window."""
-    try:
-        start = go.stat().st_mtime
-    except OSError:
-        return list(samples)
-    lo, hi = start + 0.1 * seconds, start + 0.9 * seconds
-    return [
-        x
-        for k, x in enumerate(samples)
-        if lo <= wall0 + k * CPU_INTERVAL and wall0 + (k + 1) * CPU_INTERVAL <= hi
-    ]
 
 
 def _progress_line(record: dict[str, Any], doc: dict[str, Any], progress: dict[str, Any]) -> None:

@@ -64,6 +64,7 @@ from mininet_scenarios.bench.te_model_sim import (
     nonblocking_rates,
 )
 from mininet_scenarios.bench.whatif_model import Flow, max_min
+from mininet_scenarios.bench.whatif_report import save
 from mininet_scenarios.workloads.patterns import by_name as pattern_by_name
 from topologies import by_name
 
@@ -426,11 +427,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"te_model: {exc}", file=sys.stderr)
         return 2
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
-    png = plot(doc, out / "te_model.png")
-    (out / "results.json").write_text(json.dumps(doc, indent=1))
-    (out / "table.txt").write_text(text + "\n")
+    where = save(out, doc, text, plot(doc, out / "te_model.png"))
     print(text)
-    say(f"results: {out / 'results.json'}" + (f", {png}" if png else ""))
+    say(where)
     return 0
 
 

@@ -55,7 +55,7 @@ from controller.jobspec import JobSpec, parse_job
 from mininet_scenarios.bench.scale import OverBudget, Watch, core_config, settle
 from mininet_scenarios.bench.scale_wire import Wire
 from mininet_scenarios.bench.whatif_model import Flow, busbw, max_min
-from mininet_scenarios.bench.whatif_report import check_table, plot, plot_check, table
+from mininet_scenarios.bench.whatif_report import check_table, plot, plot_check, save, table
 from mininet_scenarios.bench.whatif_trace import Flow5, Tracer
 from mininet_scenarios.workloads.collectives.model import (
     random_order,
@@ -473,10 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"loom-whatif: {exc}", file=sys.stderr)
         return 2
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
-    (out / "results.json").write_text(json.dumps(doc, indent=1))
-    (out / "table.txt").write_text(text + "\n")
+    where = save(out, doc, text, png)
     print(text)
-    say(f"results: {out / 'results.json'}" + (f", {png}" if png else ""))
+    say(where)
     return 0
 
 

@@ -6,6 +6,7 @@ Kept apart from :mod:`.whatif` so a saved prediction can be redrawn without the 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -169,3 +170,10 @@ def plot_check(doc: dict[str, Any], path: Path) -> Path | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def save(out: Path, doc: dict[str, Any], text: str, png: Path | None) -> str:
+    """``results.json`` and ``table.txt`` in ``out``; returns the line that says where."""
+    (out / "results.json").write_text(json.dumps(doc, indent=1))
+    (out / "table.txt").write_text(text + "\n")
+    return f"results: {out / 'results.json'}" + (f", {png}" if png else "")

@@ -211,15 +211,15 @@ def test_faucet_mode_is_skipped_with_a_reason_when_missing(
 
 
 def test_cpu_window_keeps_the_middle_of_the_flows(tmp_path: Path) -> None:
-    from mininet_scenarios.bench.patterns import _window
+    from mininet_scenarios.bench.flowruns import cpu_window
 
     go = tmp_path / "go"
     go.touch()
     os.utime(go, (1002.0, 1002.0))  # flows started 2 s after sampling began
     samples = [float(k) for k in range(30)]  # 0.5 s each from t=1000
-    kept = _window(samples, 1000.0, go, 10.0)  # window 1003..1011
+    kept = cpu_window(samples, 1000.0, go, 10.0)  # window 1003..1011
     assert kept == [float(k) for k in range(6, 22)]
-    assert _window(samples, 1000.0, tmp_path / "missing", 10.0) == samples
+    assert cpu_window(samples, 1000.0, tmp_path / "missing", 10.0) == samples
 
 
 def test_whole_flow_ratios_and_placement_steady_times_are_reported_beside_trimmed() -> None:
@@ -245,7 +245,7 @@ def test_whole_flow_ratios_and_placement_steady_times_are_reported_beside_trimme
 def test_last_moves_match_iperf_flows_to_loom_flows_by_their_ports() -> None:
     from types import SimpleNamespace
 
-    from mininet_scenarios.bench.patterns import last_moves, steady_after
+    from mininet_scenarios.bench.flowruns import last_moves, steady_after
 
     graph = fat_tree(4)
     hosts = host_list(graph)
