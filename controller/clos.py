@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from controller.placement import Link, Path
+from controller.placement import Demand, Link, Path
 
 Far = Callable[[Any], Mapping[int, Any]]  # a switch's ports and the switch at each far end
 
@@ -89,26 +89,38 @@ class _Colouring:
             self.used(end)[c] = i
 
     def make_free(self, i: int) -> int:
-        """A colour free at both ends of edge ``i``, swapping colours if need be."""
+        """A colour free at both ends of edge ``i``, swapping two colours along an
+        alternating path if need be: the shortest over every pair of colours free at one
+        end each, so that as few edges as can be change colour (each is a flow moved)."""
         both = next((c for c in range(self.colours) if self.free_at_both(i, c)), None)
         if both is not None:
             return both
         left, right = self.ends(i)
-        a = next(c for c in range(self.colours) if c not in self.used(left))
-        b = next(c for c in range(self.colours) if c not in self.used(right))
-        from_right, from_left = self.alternating(right, a, b), self.alternating(left, b, a)
-        path, both = (from_right, a) if len(from_right) <= len(from_left) else (from_left, b)
+        free_left = [c for c in range(self.colours) if c not in self.used(left)]
+        free_right = [c for c in range(self.colours) if c not in self.used(right)]
+        best: tuple[list[int], int, int] | None = None  # (path, colour it frees, other)
+        for a, b in itertools.product(free_left, free_right):
+            limit = len(best[0]) if best is not None else len(self.edges)
+            for start, want, other in ((right, a, b), (left, b, a)):
+                path = self.alternating(start, want, other, limit)
+                if path is not None and (best is None or len(path) < len(best[0])):
+                    best, limit = (path, want, other), len(path)
+        assert best is not None  # a swap along either path always frees a colour
+        path, freed, other = best
         for e in path:
             for end in self.ends(e):
                 del self.at[end][self.colour[e]]
         for e in path:
-            self.take(e, b if self.colour[e] == a else a)
-        return both
+            self.take(e, other if self.colour[e] == freed else freed)
+        return freed
 
-    def alternating(self, node: Node, want: int, other: int) -> list[int]:
-        """The edges of the path from ``node`` coloured ``want``, ``other``, ``want``..."""
+    def alternating(self, node: Node, want: int, other: int, limit: int) -> list[int] | None:
+        """The edges of the path from ``node`` coloured ``want``, ``other``, ``want``...;
+        None once it is longer than ``limit`` (a shorter one is known)."""
         path: list[int] = []
         while want in self.used(node):
+            if len(path) >= limit:
+                return None
             e = self.at[node][want]
             path.append(e)
             u, v = self.ends(e)
@@ -177,11 +189,15 @@ class Clos:
         return (u, self.port[(u, v)])
 
 
-def clos_paths(flows: Sequence[Flow], far: Far) -> dict[Hashable, Path] | None:
+def clos_paths(
+    flows: Sequence[Flow], far: Far, leaves: Iterable[int] = ()
+) -> dict[Hashable, Path] | None:
     """A path for each flow between two different leaves, as few flows on each link as
-    the busiest leaf forces; None on a fabric that is not a Clos (module docstring)."""
+    the busiest leaf forces; None on a fabric that is not a Clos (module docstring).
+    ``leaves``: every switch with hosts, where the flows' own ends are not all of them
+    (the structure is read from the leaves, and a leaf left out looks like a core)."""
     flows = [f for f in flows if f.src != f.dst]
-    clos = Clos.read(far, {f.src for f in flows} | {f.dst for f in flows})
+    clos = Clos.read(far, {f.src for f in flows} | {f.dst for f in flows} | set(leaves))
     if clos is None or not flows:
         return None if clos is None else {}
     groups = sorted(clos.cores, key=repr)
@@ -211,6 +227,41 @@ def clos_paths(flows: Sequence[Flow], far: Far) -> dict[Hashable, Path] | None:
         for f, c in zip(across, second, strict=True):
             paths[f.key] = clos.path(f, group, cores[c % len(cores)])
     return paths
+
+
+def from_colouring(
+    demands: list[Demand], far: Far, leaves: Iterable[int] = ()
+) -> list[Demand] | None:
+    """The demands, each starting from its path in the Clos edge colouring (added to its
+    candidates if it was not among them); None on a fabric that is no Clos. Demands that
+    may not move keep their colours first (the others are coloured round them), but
+    take the colouring's path where it has none to give them (held, as it is, there)."""
+    ends = [(d, _leaves(d.candidates[0], far)) for d in demands if d.candidates]
+    flows = [
+        Flow(d.key, src, dst, d.current if d.current is not None else d.hint)
+        for d, (src, dst) in sorted(ends, key=lambda e: e[0].movable)
+        if src is not None
+    ]
+    start = clos_paths(flows, far, leaves)
+    if not start:
+        return None
+    out = []
+    for d in demands:
+        path = start.get(d.key)
+        if path is None:
+            out.append(d)
+            continue
+        more = () if path in d.candidates else (path,)
+        out.append(replace(d, current=path, candidates=d.candidates + more))
+    return out
+
+
+def _leaves(path: Path, far: Far) -> tuple[int | None, int]:
+    """The switches a path enters and leaves the fabric by (None, 0 for an empty one)."""
+    if not path:
+        return None, 0
+    last = path[-1]
+    return path[0][0], far(last[0])[last[1]]
 
 
 def _hops(path: Path | None, far: Far) -> list[int]:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from controller.clos import from_colouring
 from controller.compiler import flow_plan
 from controller.flows import IP_PROTO_TCP, FlowKey, FlowTable, TrackedFlow
 from controller.leastloaded import least_loaded_path
@@ -48,6 +49,7 @@ from controller.placement import (
     Demand,
     NextPortCache,
     Path,
+    Placement,
     estimate_demands,
     is_minimal,
     minimal_paths,
@@ -70,6 +72,7 @@ PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
 # share of the link, until its rate is first measured (then the port counters show it):
 YOUNG_SHARE = 1.0  # any new flow may be an elephant
 ACK_SHARE = 0.05  # the reverse of a tracked TCP flow: its ACK stream, about 1/20 of the data
+RECOLOUR_WAIT = 5.0  # seconds before the edge colouring is tried again where it did not help
 Capacity = Callable[[PortRef], float]
 Load = Callable[[PortRef], float]  # a link's measured load, as a share of its capacity
 
@@ -138,6 +141,7 @@ class TrafficEngineer:
         self.quiet: dict[PortRef, float] = {}  # port -> until when its flows go untracked
         self.events: Counter[str] = Counter()
         self._next_run = 0.0
+        self._recolour_failed: tuple[float, frozenset[Hashable]] = (0.0, frozenset())
 
     # -- events ---------------------------------------------------------------
     def caught(
@@ -413,6 +417,9 @@ class TrafficEngineer:
         cap = {link: capacity(link) for link in links}
         background = self._background(cap, telemetry, elephants, routes, topo)
         placement = place(demands, cap, background, margin=self.config.margin)
+        if placement.max_utilization > 1.0 + self.config.margin:
+            leaves = {h.dpid for h in topo.hosts.values()}
+            placement = self._recoloured(now, demands, cap, background, routes, leaves, placement)
         self.last_max_utilization = placement.max_utilization
         for flow in elephants:
             path = placement.paths.get(flow.key)
@@ -442,6 +449,41 @@ class TrafficEngineer:
             plans.update(self._acks_follow(elephants, topo, routes))
         plans.update(self._mark_acks(elephants, topo, routes))
         return plans
+
+    def _recoloured(
+        self,
+        now: float,
+        demands: list[Demand],
+        cap: dict[PortRef, float],
+        background: dict[PortRef, float],
+        routes: Routes,
+        leaves: set[int],
+        placement: Placement,
+    ) -> Placement:
+        """Where moving one flow at a time leaves a link over capacity, the placement
+        that starts from the Clos edge colouring (``controller.clos``), if it is better:
+        flows placed one by one at their first packet meet on half the links of a
+        random permutation at k=16, and no single move undoes such a tangle, while the
+        colouring routes any permutation one flow a link. It moves most flows (those it
+        can keep, it keeps, those held down after a move first). Where it did not help,
+        it is tried again for other elephants, or after ``RECOLOUR_WAIT`` (a pattern
+        no routing fits: its cost each round buys nothing)."""
+        keys = frozenset(d.key for d in demands)
+        if keys == self._recolour_failed[1] and now < self._recolour_failed[0] + RECOLOUR_WAIT:
+            return placement
+        coloured = from_colouring(demands, routes.peer().of, leaves)
+        if coloured is not None:
+            other = place(coloured, cap, background, margin=self.config.margin)
+            if other.max_utilization < placement.max_utilization - self.config.margin:
+                self.events["recoloured"] += 1
+                log.info(
+                    "recoloured: busiest link %.2f -> %.2f",
+                    placement.max_utilization,
+                    other.max_utilization,
+                )
+                return other
+        self._recolour_failed = (now, keys)
+        return placement
 
     def _mark_acks(
         self, elephants: list[TrackedFlow], topo: Topology, routes: Routes

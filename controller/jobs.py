@@ -131,7 +131,8 @@ class JobBook:
                 place_job(job, inputs.topo, inputs.routes, inputs.capacity, load)
             for link, rate in job.link_load().items():
                 load[link] = load.get(link, 0.0) + rate
-        wanted |= untangle(booked, inputs.capacity, inputs.routes.peer().of)
+        leaves = {h.dpid for h in inputs.topo.hosts.values()}
+        wanted |= untangle(booked, inputs.capacity, inputs.routes.peer().of, leaves)
         wanted |= self._level(booked)
         return {
             self.owner(j.spec.name): job_plan(

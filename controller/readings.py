@@ -15,6 +15,7 @@ from controller.telemetry import Telemetry
 from controller.topology import Topology
 
 CROSSINGS_EVERY = 0.25  # seconds: one poll round's replies share one index of the flows
+ACK_AT_MOST = 0.1  # a flow under this share of its reverse's rate is that flow's ACK stream
 
 
 class Readings:
@@ -73,13 +74,17 @@ class Readings:
     def _crossings(self, now: float) -> Crossings:
         """The pinned flows that send, rebuilt at most every ``CROSSINGS_EVERY`` seconds
         (every one: on a link at a quarter of its rate, flows share too little to count
-        as elephants)."""
+        as elephants), but for ACK streams: paced by their data's rate, not by any link of
+        their own way, they would make a link that carries only them look held low."""
         if self._crossed is not None and now - self._crossed[0] < CROSSINGS_EVERY:
             return self._crossed[1]
         out = []
         for key, path in self.paths.items():
             flow = self.flows.flows.get(key)
             if flow is None or flow.rate_bps <= 0:
+                continue
+            data = self.flows.flows.get(key.reverse())
+            if data is not None and flow.rate_bps < ACK_AT_MOST * data.rate_bps:
                 continue
             dst = self.topo.hosts.get(flow.dst_mac)
             egress = (dst.dpid, dst.port) if dst is not None else None

@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import cast
 
-from controller.clos import Far, Flow, clos_paths
+from controller.clos import Far, from_colouring
 from controller.collectives import JobState
 from controller.jobspec import Pair
-from controller.placement import Demand, Link, Path, place
+from controller.placement import Demand, Link, place
 
 FULL = 1.05  # a link within 5 % of its capacity is full, not over (measured, not exact)
 # Beyond this many pairs, jobs are placed one by one only. At k=32, every host in a ring
@@ -63,7 +63,10 @@ def bottlenecks(
 
 
 def untangle(
-    jobs: list[JobState], capacity: Callable[[Link], float], far: Far | None = None
+    jobs: list[JobState],
+    capacity: Callable[[Link], float],
+    far: Far | None = None,
+    leaves: Iterable[int] = (),
 ) -> set[str]:
     """Place every job's pairs together when a link is over capacity; the names of the
     jobs whose paths changed (their rules must be rebuilt). ``far``: each switch's ports
@@ -81,7 +84,7 @@ def untangle(
     if len(demands) > JOINT_MAX_DEMANDS:
         return set()
     if far is not None:
-        demands = _from_colouring(demands, far)
+        demands = from_colouring(demands, far, leaves) or demands
     paths = {d.key: d.current for d in demands if d.current is not None}
     if _worst(demands, capacity) > FULL:  # the colouring (if any) leaves a link over
         links = sorted({link for d in demands for path in d.candidates for link in path})
@@ -109,33 +112,6 @@ def untangle(
 
 def _job(d: Demand) -> str:
     return cast(tuple[str, Pair], d.key)[0]
-
-
-def _from_colouring(demands: list[Demand], far: Far) -> list[Demand]:
-    """The demands, each starting from its path in the Clos edge colouring (added to its
-    candidates if it was not among them); as they were on a fabric that is no Clos."""
-    ends = [(d, _leaves(d.candidates[0], far)) for d in demands if d.candidates]
-    flows = [Flow(d.key, src, dst, d.current) for d, (src, dst) in ends if src is not None]
-    start = clos_paths(flows, far)
-    if not start:
-        return demands
-    out = []
-    for d in demands:
-        path = start.get(d.key)
-        if path is None:
-            out.append(d)
-            continue
-        more = () if path in d.candidates else (path,)
-        out.append(replace(d, current=path, candidates=d.candidates + more))
-    return out
-
-
-def _leaves(path: Path, far: Far) -> tuple[int | None, int]:
-    """The switches a path enters and leaves the fabric by (None, 0 for an empty one)."""
-    if not path:
-        return None, 0
-    last = path[-1]
-    return path[0][0], far(last[0])[last[1]]
 
 
 def _worst(demands: list[Demand], capacity: Callable[[Link], float]) -> float:

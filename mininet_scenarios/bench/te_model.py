@@ -225,7 +225,7 @@ def run_loom(
     tracked flow for the next."""
     tests = iperf_tests(sc.matrix, sc.cport_base, f"{sc.pattern}/{sc.seed}")
     te = wire.fabric.te
-    reroutes0, placed0 = dict(te.reroutes), te.events["flows_placed"]
+    reroutes0, events0 = dict(te.reroutes), dict(te.events)
     sim = Simulation(wire, links, tests)
     t0 = shown = time.perf_counter()
 
@@ -256,7 +256,8 @@ def run_loom(
         "moves": sum(moves),
         "flows_moved": sum(1 for m in moves if m),
         "reroutes": {k: v for k, v in reroutes.items() if v},
-        "flows_placed": te.events["flows_placed"] - placed0,
+        "flows_placed": te.events["flows_placed"] - events0.get("flows_placed", 0),
+        "recoloured": te.events["recoloured"] - events0.get("recoloured", 0),
         **out,
         "wall_s": round(wall, 2),
         "drained_sim_s": round(drained, 1),

@@ -73,7 +73,7 @@ def test_four_scattered_rings_share_no_link(seed: int) -> None:
 def test_booked_one_by_one_alone_they_would_share(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same bookings without placing jobs together: some seed leaves a shared link
     (what this test guards against coming back)."""
-    monkeypatch.setattr(jobs_module, "untangle", lambda jobs, capacity, far: set())
+    monkeypatch.setattr(jobs_module, "untangle", lambda jobs, capacity, far, leaves: set())
     worst = [
         max(hops_per_link(sim, book(sim, seed)).values()) for seed in SEEDS for sim in [new_sim()]
     ]
@@ -94,7 +94,7 @@ def test_without_the_colouring_the_search_leaves_k8_rings_sharing(
     monkeypatch.setattr(
         jobs_module,
         "untangle",
-        lambda jobs, capacity, far: untangle_module.untangle(jobs, capacity),
+        lambda jobs, capacity, far, leaves: untangle_module.untangle(jobs, capacity),
     )
     sim = new_sim(k=8)
     assert max(hops_per_link(sim, book(sim, seed=3, size=16)).values()) == 2

@@ -12,8 +12,8 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.clos import Flow, clos_paths, colour_edges
-from controller.placement import Path, is_minimal
+from controller.clos import Flow, clos_paths, colour_edges, from_colouring
+from controller.placement import Demand, Link, Path, is_minimal, minimal_paths, place
 from controller.routing import Routes, compute_routes
 from tests.graphs import learned_topology
 from topologies import dragonfly, fat_tree, leaf_spine
@@ -90,8 +90,9 @@ def test_a_proper_colouring_preferred_comes_back_as_it_was(edges: list[tuple[int
 
 
 def test_a_new_ring_moves_few_of_the_flows_already_routed() -> None:
-    """Seven 16-rank rings routed, an eighth added: at least half of the 112 keep their
-    paths (40 moved when measured)."""
+    """Seven 16-rank rings routed, an eighth added: few of the 112 move (30 when
+    measured; 40 when a swap took the shorter of two alternating paths rather than the
+    shortest over every two free colours)."""
     topo = learned_topology(fat_tree(8))
     hosts = sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port))
     random.Random(2).shuffle(hosts)
@@ -108,4 +109,65 @@ def test_a_new_ring_moves_few_of_the_flows_already_routed() -> None:
     eight = clos_paths(kept, routes.peer().of)
     assert eight is not None and per_link(eight) == 1
     moved = sum(1 for key, path in seven.items() if eight[key] != path)
-    assert moved <= 56, moved  # half; routed afresh, 71 of them moved
+    assert moved <= 35, moved  # routed afresh, 71 of them moved
+
+
+def test_a_permutation_placed_one_by_one_is_recoloured_keeping_many_of_its_paths() -> None:
+    """A random permutation on a k=16 fat-tree, placed greedily as flows come (half of
+    them meet another on a link): from the colouring, one flow a link; 698 of 1,023 moved
+    when measured (a colouring afresh keeps almost none where they were)."""
+    topo = learned_topology(fat_tree(16))
+    hosts = sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port))
+    routes = compute_routes(topo.graph(), sorted({h.dpid for h in hosts}))
+    capacity: dict[Link, float] = {
+        (u, k): 1.0 for u, edges in routes.out.items() for k, _, _ in edges if isinstance(u, int)
+    }
+    perm = hosts[:]
+    random.Random(0).shuffle(perm)
+    demands = [
+        Demand(a.mac, 1.0, tuple(minimal_paths(routes, a.dpid, b.dpid, 16)))
+        for a, b in zip(hosts, perm, strict=True)
+        if a != b
+    ]
+    greedy = place(demands, capacity)
+    assert greedy.max_utilization == 2.0
+    start = [Demand(d.key, d.rate, d.candidates, greedy.paths[d.key]) for d in demands]
+    coloured = from_colouring(start, routes.peer().of)
+    assert coloured is not None
+    after = place(coloured, capacity)
+    assert after.max_utilization == 1.0
+    moved = sum(1 for d in demands if after.paths[d.key] != greedy.paths[d.key])
+    assert moved <= 0.75 * len(demands), moved
+
+
+def test_a_held_flow_keeps_its_colour_before_the_others() -> None:
+    """Two flows from one leaf that both run by the same uplink: the one that may not move
+    keeps it; the other is coloured round it."""
+    topo = learned_topology(fat_tree(4))
+    hosts = sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port))
+    routes = compute_routes(topo.graph(), sorted({h.dpid for h in hosts}))
+    a, b, far1, far2 = hosts[0], hosts[1], hosts[4], hosts[8]
+    one = minimal_paths(routes, a.dpid, far1.dpid, 4)
+    two = minimal_paths(routes, b.dpid, far2.dpid, 4)
+    same = next(p for p in two if p[0] == one[0][0])  # the same uplink as one[0]
+    for held in ("x", "y"):
+        demands = [
+            Demand("x", 1.0, tuple(one), one[0], movable=held != "x"),
+            Demand("y", 1.0, tuple(two), same, movable=held != "y"),
+        ]
+        coloured = from_colouring(demands, routes.peer().of, {h.dpid for h in hosts})
+        assert coloured is not None
+        paths = {d.key: d.current for d in coloured}
+        kept = one[0] if held == "x" else same
+        assert paths[held] == kept
+        moved = paths["y" if held == "x" else "x"]
+        assert moved is not None and moved[0] != kept[0]
+
+
+def test_demands_on_a_fabric_that_is_no_clos_get_no_colouring() -> None:
+    topo = learned_topology(dragonfly(a=4, p=1, h=1, g=5))
+    hosts = sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port))
+    routes = compute_routes(topo.graph(), sorted({h.dpid for h in hosts}))
+    a, b = hosts[0], hosts[-1]
+    demands = [Demand("x", 1.0, tuple(minimal_paths(routes, a.dpid, b.dpid, 4)))]
+    assert from_colouring(demands, routes.peer().of, {h.dpid for h in hosts}) is None

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from controller.capacity import Belief, Capacities, Reading
-from controller.flows import FlowTable
+from controller.flows import FlowKey, FlowTable
 from controller.graylinks import Crossing, Crossings, GrayConfig, GrayLinks, Marked, Readout
 from controller.model import PortRef
 from controller.readings import Readings
@@ -200,6 +200,20 @@ def test_a_marked_belief_wins_over_what_its_kind_lends_and_flat_levels_go_stale(
     assert caps.flat(SLOW) is None
     caps.observe(400.0, HEALTHY, flat, 10_000 * MBPS)
     assert not caps.shown(SLOW, 1 * MBPS)  # what it carried long ago proves nothing now
+
+
+def test_an_ack_stream_is_no_evidence_against_the_links_it_crosses() -> None:
+    """A data flow's ACK stream runs at a small share of the data's rate, whatever its own
+    links could carry: on a link that carries it alone it would look like TCP held flat
+    far below its kind."""
+    table = FlowTable()
+    data = FlowKey("10.0.0.1", "10.0.0.2", 6, 40000, 5201)
+    for key, mac, mbps in ((data, "a", 8.0), (data.reverse(), "b", 0.3)):
+        table.seen(0.0, key, mac, "x", 1, 1)
+        table.flows[key].rate_bps = mbps * MBPS
+    readings = Readings(Topology(), table, None, {data: (UP,), data.reverse(): (SLOW,)})
+    assert [x.key for x in readings._crossings(1.0).on(UP)] == [data]
+    assert readings._crossings(1.0).on(SLOW) == []
 
 
 def test_the_docs_and_the_alert_state_the_defaults() -> None:
