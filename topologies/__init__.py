@@ -13,6 +13,7 @@ from topologies.dragonfly import dragonfly
 from topologies.fat_tree import fat_tree
 from topologies.graph import TopologyError, shuffle_ids, validate
 from topologies.leaf_spine import leaf_spine
+from topologies.rail_optimized import rail_optimized
 
 __all__ = [
     "GENERATORS",
@@ -25,6 +26,7 @@ __all__ = [
     "leaf_spine",
     "load_fabric",
     "parse_fabric",
+    "rail_optimized",
     "shuffle_ids",
     "validate",
 ]
@@ -33,6 +35,7 @@ GENERATORS: dict[str, Callable[..., nx.MultiGraph]] = {
     "fat_tree": fat_tree,
     "dragonfly": dragonfly,
     "leaf_spine": leaf_spine,
+    "rail_optimized": rail_optimized,
 }
 YAML_SUFFIXES = (".yaml", ".yml")
 SPEC_HELP = (
