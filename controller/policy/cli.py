@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         hosts = sum(len(t.hosts) for t in policy.tenants)
         print(
-            f"{path}: ok: {len(policy.tenants)} tenants, {hosts} hosts, {len(policy.jobs)} jobs; "
+            f"{path}: ok: {len(policy.tenants)} tenants, {hosts} hosts, {len(policy.jobs)} jobs, "
+            f"{len(policy.servers)} servers; "
             f"hosts in no tenant: {policy.fabric.unassigned_hosts}"
         )
     return status

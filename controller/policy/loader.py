@@ -4,14 +4,15 @@ YAML is read twice over: as data for the schema, and as a node tree that remembe
 where each key and value stands, so a pydantic error location such as
 ``('tenants', 1, 'hosts', 0, 'ip')`` becomes ``policy.yaml:14: tenants[1].hosts[0].ip``.
 Every problem is reported at once: the checks across entries (a host in two tenants, a
-job outside its tenant) run on every entry that validated, even when others did not, so a
-bad address does not hide a duplicate host; entries that failed are skipped by them.
+job outside its tenant, a NIC in two servers) run on every entry that validated, even when
+others did not, so a bad address does not hide a duplicate host; entries that failed are
+skipped by them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -22,7 +23,7 @@ from pydantic_core import ErrorDetails
 
 from controller.jobspec import Job
 from controller.policy import bounded_yaml
-from controller.policy.schema import HostEntry, Policy
+from controller.policy.schema import HostEntry, NicEntry, Policy
 
 log = logging.getLogger("loom.policy")
 
@@ -216,6 +217,8 @@ def _allowed_keys(loc: Loc) -> str:
         "hosts": schema.HostEntry,
         "jobs": jobspec.Job,
         "queues": schema.Queues,
+        "servers": schema.Server,
+        "nics": schema.NicEntry,
     }
     context = [p for p in loc[:-1] if isinstance(p, str)]
     model = models.get(context[-1], schema.Policy) if context else schema.Policy
@@ -229,12 +232,19 @@ class _Tenant(NamedTuple):
     whole: bool  # every host validated: its IPs are all known
 
 
+class _Server(NamedTuple):
+    at: int  # its index in the file
+    name: str
+    nics: list[tuple[int, NicEntry]]  # by index in the file
+
+
 class _Entries(NamedTuple):
     """What the checks across entries read: the entries that validated, by index."""
 
     tenants: list[_Tenant]
     jobs: list[tuple[int, Job]]
     every_tenant: bool  # every tenant's name is known: a job's unknown tenant is an error
+    servers: list[_Server]
 
     @classmethod
     def of(cls, policy: Policy) -> _Entries:
@@ -242,7 +252,11 @@ class _Entries(NamedTuple):
             _Tenant(t, tenant.name, list(enumerate(tenant.hosts)), True)
             for t, tenant in enumerate(policy.tenants)
         ]
-        return cls(tenants, list(enumerate(policy.jobs)), True)
+        servers = [
+            _Server(s, server.name, list(enumerate(server.nics)))
+            for s, server in enumerate(policy.servers)
+        ]
+        return cls(tenants, list(enumerate(policy.jobs)), True, servers)
 
 
 def _salvage(data: dict[str, Any], errors: list[ErrorDetails]) -> _Entries:
@@ -275,7 +289,25 @@ def _salvage(data: dict[str, Any], errors: list[ErrorDetails]) -> _Entries:
         for j, raw in enumerate(raw_jobs if isinstance(raw_jobs, list) else [])
         if clean("jobs", j) and (job := _valid(Job, raw)) is not None
     ]
-    return _Entries(tenants, jobs, every_tenant)
+    return _Entries(tenants, jobs, every_tenant, _salvage_servers(data, clean))
+
+
+def _salvage_servers(data: dict[str, Any], clean: Callable[..., bool]) -> list[_Server]:
+    """The servers whose name validated, with those of their NICs that did."""
+    raw_servers = data.get("servers", [])
+    servers: list[_Server] = []
+    for s, raw in enumerate(raw_servers if isinstance(raw_servers, list) else []):
+        name = raw.get("name") if isinstance(raw, dict) else None
+        if not (isinstance(name, str) and clean("servers", s, "name")):
+            continue
+        listed = raw.get("nics")
+        nics = [
+            (n, entry)
+            for n, nic in enumerate(listed if isinstance(listed, list) else [])
+            if clean("servers", s, "nics", n) and (entry := _valid(NicEntry, nic)) is not None
+        ]
+        servers.append(_Server(s, name, nics))
+    return servers
 
 
 def _valid(model: type[M], raw: Any) -> M | None:
@@ -291,6 +323,7 @@ def _cross_checks(entries: _Entries, file: str, lines: _Lines) -> Iterator[Polic
     tenant_ips: dict[str, set[str] | None] = {}  # None: not all known
     yield from _tenant_checks(entries.tenants, file, lines, tenant_ips)
     yield from _job_checks(entries, file, lines, tenant_ips)
+    yield from _server_checks(entries.servers, file, lines)
 
 
 def _tenant_checks(
@@ -365,3 +398,35 @@ def _job_checks(
                     key_text(loc),
                     f"{ip} is not an IP of tenant {job.tenant!r}; jobs live inside their tenant",
                 )
+
+
+def _server_checks(servers: list[_Server], file: str, lines: _Lines) -> Iterator[PolicyIssue]:
+    """Servers declared twice, and a NIC (its MAC or IP) in two servers or twice in one."""
+    owner: dict[str, tuple[int, str, str]] = {}  # address -> (server at, name, first key)
+    names: set[str] = set()
+    for s, name, nics in servers:
+        if name in names:
+            yield PolicyIssue(
+                file,
+                lines.line(("servers", s, "name")),
+                f"servers[{s}].name",
+                f"server {name!r} is declared twice",
+            )
+        names.add(name)
+        for n, nic in nics:
+            for field in ("mac", "ip"):
+                addr = getattr(nic, field)
+                if addr is None:
+                    continue
+                loc: Loc = ("servers", s, "nics", n, field)
+                if addr not in owner:
+                    owner[addr] = (s, name, key_text(loc))
+                    continue
+                at, first, key = owner[addr]
+                message = (
+                    f"{addr} is listed twice in server {name!r} ({key}); each NIC once"
+                    if at == s
+                    else f"{addr} is already a NIC of server {first!r} ({key}); "
+                    "a NIC belongs to one server"
+                )
+                yield PolicyIssue(file, lines.line(loc), key_text(loc), message)

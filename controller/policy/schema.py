@@ -3,7 +3,8 @@
 Unknown keys are errors (a misspelt key must not silently mean "default"), types are
 strict where YAML guesses (a MAC is a string, never a base-60 number), and every
 address is parsed. Cross-entry rules (a host in two tenants, a job host outside its
-tenant) are checked in ``loader.py``, on every entry whose model validated.
+tenant, a NIC in two servers) are checked in ``loader.py``, on every entry whose model
+validated.
 """
 
 from __future__ import annotations
@@ -28,6 +29,29 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+def unicast_mac(v: str) -> str:
+    """A host's MAC, lower-cased; ``ValueError`` names what was expected."""
+    low = v.lower()
+    if not MAC_RE.fullmatch(low):
+        raise ValueError(
+            f"{v!r} is not a MAC address (expected six hex pairs, e.g. 02:00:00:00:00:01)"
+        )
+    if int(low[:2], 16) & 1:
+        raise ValueError(f"{v!r} is a multicast MAC; a host needs a unicast address")
+    return low
+
+
+def ipv4(v: str, users: str) -> str:
+    """An IPv4 address in its usual form; ``users`` (e.g. ``Loom tenants``) for the error."""
+    try:
+        addr = ipaddress.ip_address(v)
+    except ValueError:
+        raise ValueError(f"{v!r} does not parse as an IPv4 address") from None
+    if addr.version != 4:
+        raise ValueError(f"{v!r} is IPv{addr.version}; {users} use IPv4 addresses")
+    return str(addr)
+
+
 class HostEntry(Strict):
     """A tenant member: by MAC, by IPv4 address, or both; optionally pinned to a port."""
 
@@ -41,29 +65,12 @@ class HostEntry(Strict):
     @field_validator("mac")
     @classmethod
     def _mac(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        low = v.lower()
-        if not MAC_RE.fullmatch(low):
-            raise ValueError(
-                f"{v!r} is not a MAC address (expected six hex pairs, e.g. 02:00:00:00:00:01)"
-            )
-        if int(low[:2], 16) & 1:
-            raise ValueError(f"{v!r} is a multicast MAC; a host needs a unicast address")
-        return low
+        return None if v is None else unicast_mac(v)
 
     @field_validator("ip")
     @classmethod
     def _ip(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        try:
-            addr = ipaddress.ip_address(v)
-        except ValueError:
-            raise ValueError(f"{v!r} does not parse as an IPv4 address") from None
-        if addr.version != 4:
-            raise ValueError(f"{v!r} is IPv{addr.version}; Loom tenants use IPv4 addresses")
-        return str(addr)
+        return None if v is None else ipv4(v, "Loom tenants")
 
     @model_validator(mode="after")
     def _identity(self) -> HostEntry:
@@ -95,6 +102,46 @@ class Tenant(Strict):
                 raise ValueError(
                     f"{name!r} is not a traffic class; expected one of {', '.join(CLASSES)}"
                 )
+        return v
+
+
+class NicEntry(Strict):
+    """One NIC of a server: by MAC, by IPv4 address (matched to the learned host that has
+    it), or both (matched by MAC)."""
+
+    mac: str | None = None
+    ip: str | None = None
+
+    @field_validator("mac")
+    @classmethod
+    def _mac(cls, v: str | None) -> str | None:
+        return None if v is None else unicast_mac(v)
+
+    @field_validator("ip")
+    @classmethod
+    def _ip(cls, v: str | None) -> str | None:
+        return None if v is None else ipv4(v, "Loom servers")
+
+    @model_validator(mode="after")
+    def _identity(self) -> NicEntry:
+        if self.mac is None and self.ip is None:
+            raise ValueError("a NIC needs a mac, an ip, or both")
+        return self
+
+
+class Server(Strict):
+    """A GPU server: its NICs in GPU order (NIC ``i`` should reach a leaf of rail ``i``).
+    Declaring servers changes no forwarding; ``GET /loom/v1/topology`` compares them with
+    where discovery saw their NICs (``controller.rails``)."""
+
+    name: str
+    nics: list[NicEntry] = Field(min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.fullmatch(v):
+            raise ValueError(f"{v!r} is not a server name: 1-64 of a-z 0-9 . _ -")
         return v
 
 
@@ -182,3 +229,4 @@ class Policy(Strict):
     hardware: Hardware = Field(default_factory=Hardware)
     tenants: list[Tenant] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
+    servers: list[Server] = Field(default_factory=list)
