@@ -51,7 +51,7 @@ class _Nic:
     mac: str
 
 
-def _natural(name: str) -> tuple[tuple[object, ...], str]:
+def natural_key(name: str) -> tuple[tuple[object, ...], str]:
     """Sort key so that ``s2`` comes before ``s10``; the name itself breaks ties."""
     parts = re.split(r"(\d+)", name)
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
@@ -76,7 +76,7 @@ def _declared(servers: Mapping[str, Sequence[str]]) -> list[_Nic]:
     cannot change the report."""
     return [
         _Nic(name, i, mac.lower())
-        for name in sorted(servers, key=_natural)
+        for name in sorted(servers, key=natural_key)
         for i, mac in enumerate(servers[name])
     ]
 
@@ -84,7 +84,7 @@ def _declared(servers: Mapping[str, Sequence[str]]) -> list[_Nic]:
 def _short_servers(servers: Mapping[str, Sequence[str]]) -> list[str]:
     widest = max((len(nics) for nics in servers.values()), default=0)
     out = []
-    for name in sorted(servers, key=_natural):
+    for name in sorted(servers, key=natural_key):
         have = len(servers[name])
         if have < widest:
             missing = _list(range(have, widest))
@@ -110,13 +110,13 @@ def _mixed_leaves(on_leaf: Mapping[int, list[_Nic]]) -> tuple[list[str], set[int
         by_server: dict[str, list[int]] = defaultdict(list)
         for n in nics:
             by_server[n.server].append(n.index)
-        for server in sorted(by_server, key=_natural):
+        for server in sorted(by_server, key=natural_key):
             same = sorted(set(by_server[server]))
             if len(same) > 1:
                 reasons.append(f"server {server}: NICs {_list(same)} reach the same {_leaf(dpid)}")
         groups = []
         for i in indices:
-            names = sorted({n.server for n in nics if n.index == i}, key=_natural)
+            names = sorted({n.server for n in nics if n.index == i}, key=natural_key)
             groups.append(f"NIC {i} of {', '.join(names)}")
         if len(by_server) > 1:  # one server's doubling up is said above
             reasons.append(f"{_leaf(dpid)} is reached by {_list(groups)}")

@@ -31,6 +31,7 @@ from controller.model import (
     Table,
     make_cookie,
 )
+from controller.servers import DeclaredNic, declared_servers
 from controller.topology import Host, Topology
 
 if TYPE_CHECKING:
@@ -64,10 +65,11 @@ class TenantView:
     by_mac: dict[str, tuple[str, HostEntry]] = field(default_factory=dict)
     by_ip: dict[str, tuple[str, HostEntry]] = field(default_factory=dict)
     rejected: int = 0
+    servers: dict[str, tuple[DeclaredNic, ...]] = field(default_factory=dict)  # GPU servers
 
     @staticmethod
     def of(policy: Policy | None) -> TenantView:
-        view = TenantView(policy)
+        view = TenantView(policy, servers=declared_servers(policy))
         if policy is None:
             return view
         view.ids = stable_ids([t.name for t in policy.tenants])

@@ -19,6 +19,7 @@ from controller.jobhealth import JobHealth, health
 from controller.model import PortRef
 from controller.placement import Path
 from controller.routing import infer_groups
+from controller.servers import DeclaredNic, describe_servers
 from controller.telemetry import BucketSample, PortSample
 from controller.topology import Host, Link, Switch
 
@@ -46,6 +47,11 @@ class FabricView:
 
     def host_by_ip(self, ip: str) -> Host | None:
         return self._f.topo.host_by_ip(ip)
+
+    @property
+    def servers(self) -> Mapping[str, tuple[DeclaredNic, ...]]:
+        """The policy's GPU servers, NICs in GPU order (empty: none declared)."""
+        return MappingProxyType(self._f.tenants.servers)
 
     def is_fabric_port(self, ref: PortRef) -> bool:
         return self._f.topo.is_fabric_port(ref)
@@ -203,7 +209,8 @@ class FabricView:
         }
 
     def describe(self) -> dict[str, Any]:
-        """The learned fabric as plain data (for the API, logs and the demo)."""
+        """The learned fabric as plain data (for the API, logs and the demo), with the
+        policy's servers where discovery saw their NICs and whether rails hold."""
         topo = self._f.topo
         links = sorted((link.src, link.dst) for link in topo.links.values())
         groups = self.ecmp_groups()  # of the links above, not of the last plan
@@ -225,4 +232,5 @@ class FabricView:
                 "default": self._f.limits.default.name,
                 "switches": {str(d): p.name for d, p in sorted(self._f.limits.by_dpid.items())},
             },
+            **describe_servers(self._f.tenants.servers, topo.hosts, topo.host_by_ip),
         }
