@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.policy import parse_policy
+from controller.policy import load_policy, parse_policy
 from controller.policy.cli import main as loom_check
+from controller.policy.isolated import load_isolated
 from tests.unit.test_policy import GOOD, problems
 
 SERVERS = """\
@@ -24,6 +25,7 @@ servers:
       - {mac: "02:00:00:00:00:21", ip: 10.0.2.2}
       - {mac: "02:00:00:00:00:22"}
 """
+EXAMPLE = Path(__file__).resolve().parents[2] / "controller/policy/example-policy.yaml"
 TEXT = GOOD + SERVERS  # servers start at line 16 of the file
 
 
@@ -162,3 +164,17 @@ def test_loom_check_counts_servers(tmp_path: Path, capsys: pytest.CaptureFixture
     path.write_text(TEXT)
     assert loom_check([str(path)]) == 0
     assert "1 jobs, 2 servers;" in capsys.readouterr().out
+
+
+def test_the_child_process_check_reads_servers_back(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(TEXT)
+    assert load_isolated(path).servers == load_policy(path).servers != []
+
+
+def test_the_shipped_example_servers_block_is_valid_once_uncommented() -> None:
+    text = EXAMPLE.read_text()
+    block = text[text.index("# servers:") :].splitlines()
+    uncommented = "\n".join(line[2:] for line in block if line.startswith("# "))
+    policy = parse_policy(text + "\n" + uncommented + "\n", str(EXAMPLE))
+    assert [(s.name, len(s.nics)) for s in policy.servers] == [("gpu1", 2), ("gpu2", 2)]
