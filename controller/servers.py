@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from controller.rails import discover_rails, natural_key, report_json
+from controller.rails import RailReport, discover_rails, natural_key, report_json
 from controller.topology import Host
 
 if TYPE_CHECKING:
@@ -47,6 +47,40 @@ def _learned(
     return host_by_ip(nic.ip) if nic.ip is not None else None
 
 
+def learned_nics(
+    servers: Servers, hosts: Mapping[str, Host], host_by_ip: Callable[[str], Host | None]
+) -> dict[str, list[tuple[DeclaredNic, Host | None]]]:
+    """Each server's NICs in GPU order, each with the learned host it is (``None``: not
+    learned); servers in natural name order."""
+    return {
+        name: [(nic, _learned(nic, hosts, host_by_ip)) for nic in servers[name]]
+        for name in sorted(servers, key=natural_key)
+    }
+
+
+def rail_input(
+    nics: Mapping[str, list[tuple[DeclaredNic, Host | None]]],
+) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """``discover_rails``' arguments from ``learned_nics``: each server's NIC keys (the
+    learned MAC, else the MAC or IP as declared) and where each learned MAC attaches."""
+    keys: dict[str, list[str]] = {}
+    attached: dict[str, int] = {}
+    for name, pairs in nics.items():
+        keys[name] = []
+        for nic, host in pairs:
+            if host is None:
+                keys[name].append(nic.mac or str(nic.ip))
+            else:
+                keys[name].append(host.mac)
+                attached[host.mac] = host.dpid
+    return keys, attached
+
+
+def rail_report(nics: Mapping[str, list[tuple[DeclaredNic, Host | None]]]) -> RailReport:
+    """``controller.rails``' report on these servers (from ``learned_nics``)."""
+    return discover_rails(*rail_input(nics))
+
+
 def describe_servers(
     servers: Servers, hosts: Mapping[str, Host], host_by_ip: Callable[[str], Host | None]
 ) -> dict[str, Any]:
@@ -57,21 +91,15 @@ def describe_servers(
     learned and declared by IP alone enters the report under its IP."""
     if not servers:
         return {"servers": {}, "rails": None}
+    found = learned_nics(servers, hosts, host_by_ip)
     shown: dict[str, Any] = {}
-    keys: dict[str, list[str]] = {}
-    attached: dict[str, int] = {}
-    for name in sorted(servers, key=natural_key):
+    for name, pairs in found.items():
         nics: list[dict[str, str | int | None]] = []
-        keys[name] = []
-        for nic in servers[name]:
-            host = _learned(nic, hosts, host_by_ip)
+        for nic, host in pairs:
             if host is None:
                 nics.append({"mac": nic.mac, "ip": nic.ip, "dpid": None, "port": None})
-                keys[name].append(nic.mac or str(nic.ip))
-                continue
-            ip = host.ip or nic.ip
-            nics.append({"mac": host.mac, "ip": ip, "dpid": host.dpid, "port": host.port})
-            keys[name].append(host.mac)
-            attached[host.mac] = host.dpid
+            else:
+                ip = host.ip or nic.ip
+                nics.append({"mac": host.mac, "ip": ip, "dpid": host.dpid, "port": host.port})
         shown[name] = {"nics": nics}
-    return {"servers": shown, "rails": report_json(discover_rails(keys, attached))}
+    return {"servers": shown, "rails": report_json(rail_report(found))}
