@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from controller.rails import natural_key
-from controller.schedulers import rank_order
+from controller.schedulers import NicPlace, rank_order
 from controller.servers import DeclaredNic, Servers, learned_nics, rail_report
 from controller.topology import Host, Topology
 
@@ -208,3 +208,18 @@ def _ordered(base: list[str], owner: Mapping[str, tuple[str, int]]) -> RailOrder
             "rails)",
         )
     return RailOrder(hosts, [], USED, reasons, dict(sorted(groups.items())), hops)
+
+
+def nic_places(servers: Servers, topo: Topology) -> dict[str, NicPlace]:
+    """For the exports: each learned NIC of a declared server by IP, with its server, its
+    index and its rail where that rail holds for all declared servers."""
+    if not servers:
+        return {}
+    found = learned_nics(servers, topo.hosts, topo.host_by_ip)
+    broken = set(rail_report(found).broken)
+    places: dict[str, NicPlace] = {}
+    for name, pairs in found.items():
+        for i, (_, host) in enumerate(pairs):
+            if host is not None and host.ip:
+                places[host.ip] = NicPlace(name, i, None if i in broken else i)
+    return places

@@ -140,6 +140,16 @@ def ring_crossings(labels: Sequence[str]) -> int:
 
 # -- the host map: what schedulers are told --------------------------------------------
 @dataclass(frozen=True)
+class NicPlace:
+    """A host that is a NIC of a declared GPU server: the server, the NIC's index, and
+    its rail (the index) where the rail holds, else ``None`` (``controller.railorder``)."""
+
+    server: str
+    nic: int
+    rail: int | None
+
+
+@dataclass(frozen=True)
 class HostEntry:
     ip: str
     mac: str
@@ -147,6 +157,18 @@ class HostEntry:
     dpid: int
     port: int
     block: str
+    server: str | None = None  # the declared GPU server it is a NIC of, if any
+    nic: int | None = None  # that NIC's index
+    rail: int | None = None  # its rail, where the rail holds
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as JSON; the server keys only for a NIC of a declared server (then
+        ``rail`` is null where the rail does not hold)."""
+        out = asdict(self)
+        return out if self.server is not None else {k: out[k] for k in out if k not in OPTIONAL}
+
+
+OPTIONAL = ("server", "nic", "rail")
 
 
 @dataclass(frozen=True)
@@ -169,9 +191,18 @@ class HostMap:
     hosts: tuple[HostEntry, ...]
     blocks: tuple[BlockEntry, ...]
 
+    def rails(self) -> dict[int, list[HostEntry]]:
+        """Rail index -> its NICs' hosts in ring order, rails ascending (none: no rail
+        of a declared server holds, or no server is declared)."""
+        out: dict[int, list[HostEntry]] = {}
+        for h in self.hosts:
+            if h.rail is not None:
+                out.setdefault(h.rail, []).append(h)
+        return dict(sorted(out.items()))
+
     def as_dict(self) -> dict[str, Any]:
         return {
-            "hosts": [asdict(h) for h in self.hosts],
+            "hosts": [h.as_dict() for h in self.hosts],
             "blocks": [
                 {"name": b.name, "leaves": [asdict(leaf) for leaf in b.leaves]} for b in self.blocks
             ],
@@ -200,7 +231,8 @@ class HostMap:
         for i, raw in enumerate(top["hosts"]):
             at = f"hosts[{i}]"
             h = HostEntry(
-                **_fields(raw, at, ip=str, mac=str, leaf=str, dpid=int, port=int, block=str)
+                **_fields(raw, at, ip=str, mac=str, leaf=str, dpid=int, port=int, block=str),
+                **_nic_fields(raw, at),
             )
             try:
                 ipaddress.ip_address(h.ip)
@@ -229,6 +261,26 @@ def _fields(raw: object, where: str, **kinds: type) -> dict[str, Any]:
     return {key: raw[key] for key in kinds}
 
 
+def _nic_fields(raw: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A host entry's optional server keys: all three or none, ``rail`` null or the NIC
+    index (a NIC of index i is on rail i where rails hold)."""
+    present = [k for k in OPTIONAL if k in raw]
+    if not present:
+        return {}
+    if len(present) < len(OPTIONAL):
+        missing = next(k for k in OPTIONAL if k not in raw)
+        raise ValueError(f"{where}.{missing}: expected with {', '.join(present)}")
+    out = _fields(raw, where, server=str, nic=int)
+    if out["nic"] < 0:
+        raise ValueError(f"{where}.nic: expected a NIC index (0 or more), got {out['nic']}")
+    rail = raw["rail"]
+    if rail is not None and (isinstance(rail, bool) or rail != out["nic"]):
+        raise ValueError(
+            f"{where}.rail: expected null or the NIC index {out['nic']}, got {rail!r:.64}"
+        )
+    return {**out, "rail": rail}
+
+
 def _switch_names(dpids: Iterable[int], names: Callable[[int], str]) -> dict[int, str]:
     """Each switch's name; one shared by several switches gets its dpid appended."""
     raw = {d: names(d) or f"{d:016x}" for d in dpids}
@@ -236,8 +288,12 @@ def _switch_names(dpids: Iterable[int], names: Callable[[int], str]) -> dict[int
     return {d: n if count[n] == 1 else f"{n}-{d:x}" for d, n in raw.items()}
 
 
-def host_map(topo: Topology, names: Callable[[int], str]) -> HostMap:
-    """The learned hosts with IPs and where they hang, in ring order (see ``rank_order``)."""
+def host_map(
+    topo: Topology, names: Callable[[int], str], nics: Mapping[str, NicPlace] | None = None
+) -> HostMap:
+    """The learned hosts with IPs and where they hang, in ring order (see ``rank_order``);
+    a host among ``nics`` (IP -> its server, NIC and rail) carries them too."""
+    nics = nics or {}
     hosts = sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port, h.mac))
     layout = _layout(topo, [h for h in hosts if h.ip and topo.host_by_ip(h.ip) == h])
     leaf = _switch_names((d for _, d, _ in layout), names)
@@ -246,10 +302,16 @@ def host_map(topo: Topology, names: Callable[[int], str]) -> HostMap:
         groups.setdefault(block, []).append(LeafEntry(leaf[d], d))
     return HostMap(
         tuple(
-            HostEntry(str(h.ip), h.mac, leaf[d], d, h.port, b) for b, d, hs in layout for h in hs
+            HostEntry(str(h.ip), h.mac, leaf[d], d, h.port, b, *_place(nics.get(str(h.ip))))
+            for b, d, hs in layout
+            for h in hs
         ),
         tuple(BlockEntry(name, tuple(leaves)) for name, leaves in groups.items()),
     )
+
+
+def _place(nic: NicPlace | None) -> tuple[str | None, int | None, int | None]:
+    return (None, None, None) if nic is None else (nic.server, nic.nic, nic.rail)
 
 
 def order_body(topo: Topology, ips: Sequence[str], names: Callable[[int], str]) -> dict[str, Any]:
@@ -332,7 +394,9 @@ def _slurm_switches(hm: HostMap) -> dict[str, str]:
 def header(hm: HostMap) -> str:
     """The comment line that opens every generated file."""
     leaves = sum(len(b.leaves) for b in hm.blocks)
-    return f"# {GENERATED}: {len(hm.hosts)} hosts, {leaves} leaves, {len(hm.blocks)} blocks.\n"
+    rails = len(hm.rails())
+    counted = f"{len(hm.hosts)} hosts, {leaves} leaves, {len(hm.blocks)} blocks"
+    return f"# {GENERATED}: {counted}{f', {rails} rails' if rails else ''}.\n"
 
 
 def _tree(hm: HostMap, node_name: NodeName) -> list[tuple[str, str, str]]:
@@ -362,10 +426,44 @@ def slurm_topology_conf(hm: HostMap, node_name: NodeName = same) -> str:
     return header(hm) + "".join(f"{line}\n" for line in lines)
 
 
+def _rail_blocks(hm: HostMap, node_name: NodeName) -> tuple[list[tuple[str, list[str]]], int]:
+    """(``rail<i>``, its nodes) for every rail with nodes, and how many nodes were left
+    out for having NICs on several rails (a block topology puts a node in one block)."""
+    named = {rail: [node_name(h.ip) for h in hosts] for rail, hosts in hm.rails().items()}
+    rails_of: dict[str, set[int]] = {}
+    for rail, nodes in named.items():
+        for node in nodes:
+            rails_of.setdefault(node, set()).add(rail)
+    blocks = []
+    for rail, nodes in named.items():
+        alone = [n for n in dict.fromkeys(nodes) if len(rails_of[n]) == 1]
+        if alone:
+            blocks.append((f"rail{rail}", alone))
+    return blocks, sum(len(rails) > 1 for rails in rails_of.values())
+
+
+def _block(per_block: list[tuple[str, list[str]]]) -> dict[str, Any]:
+    return {
+        "block_sizes": [min(len(members) for _, members in per_block)],
+        "blocks": [{"block": name, "nodes": hostlist(m)} for name, m in per_block],
+    }
+
+
 def slurm_topology_yaml(hm: HostMap, node_name: NodeName = same) -> str:
     """``topology.yaml``: ``loom-block`` (topology/block, the cluster default: one Slurm
     block per fabric block, base block size = the smallest block's node count) and
-    ``loom-tree`` (the tree of ``slurm_topology_conf``); ``flat`` while no host is known."""
+    ``loom-tree`` (the tree of ``slurm_topology_conf``); ``flat`` while no host is known.
+
+    Where declared servers' rails hold, a third topology ``loom-rails`` (topology/block,
+    not the default) has one block ``rail<i>`` per rail with the nodes of rail ``i``'s
+    NICs. It is added, not put in place of the fabric's blocks: Slurm allocates whole
+    nodes, and a node is usually a GPU server with a NIC on every rail, so locality
+    (leaf, SU, block) is what the cluster default must describe, and rails cut across
+    it. Rail blocks are for partitions whose Slurm nodes are NICs (node names per NIC
+    address): a partition with ``Topology=loom-rails`` packs a job onto one rail. A
+    block topology puts each node in one block, so a node with NICs on several rails
+    (its addresses named alike) is left out of ``loom-rails`` (a comment counts them),
+    and with no node left the topology is not written."""
     nodes = _nodes(hm, node_name)
     per_block = [(b.name, [n for leaf in b.leaves for n in nodes[leaf.name]]) for b in hm.blocks]
     per_block = [(name, members) for name, members in per_block if members]
@@ -374,19 +472,21 @@ def slurm_topology_yaml(hm: HostMap, node_name: NodeName = same) -> str:
             {"topology": "loom-flat", "cluster_default": True, "flat": True}
         ]
     else:
-        block = {
-            "block_sizes": [min(len(members) for _, members in per_block)],
-            "blocks": [{"block": name, "nodes": hostlist(m)} for name, m in per_block],
-        }
         switches = [
             {"switch": s, ("nodes" if kind == "Nodes" else "children"): members}
             for s, kind, members in _tree(hm, node_name)
         ]
         doc = [
-            {"topology": "loom-block", "cluster_default": True, "block": block},
+            {"topology": "loom-block", "cluster_default": True, "block": _block(per_block)},
             {"topology": "loom-tree", "cluster_default": False, "tree": {"switches": switches}},
         ]
-    return header(hm) + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+    rails, merged = _rail_blocks(hm, node_name)
+    if rails:
+        doc.append({"topology": "loom-rails", "cluster_default": False, "block": _block(rails)})
+    note = ""
+    if merged:
+        note = f"# loom-rails leaves out {merged} node(s) with NICs on several rails.\n"
+    return header(hm) + note + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
 def label_value(text: str) -> str:
@@ -400,10 +500,23 @@ def label_value(text: str) -> str:
 
 def kubernetes_labels(hm: HostMap, node_name: NodeName = same) -> dict[str, dict[str, str]]:
     """Node name -> labels: its leaf, its block and the leaf's dpid (which tells apart
-    leaves whose names read alike once made label values)."""
+    leaves whose names read alike once made label values); for a NIC of a declared
+    server also ``server`` and, where its rail holds, ``rail`` (the index). A node with
+    several addresses takes the labels of its first in ring order, but no ``rail`` if
+    its addresses are on several rails."""
     out: dict[str, dict[str, str]] = {}
+    rails: dict[str, set[int | None]] = {}
     for h in hm.hosts:
+        node = node_name(h.ip)
+        rails.setdefault(node, set()).add(h.rail)
         labels = {"leaf": label_value(h.leaf), "block": label_value(h.block)}
         labels["leaf-dpid"] = f"{h.dpid:016x}"
-        out.setdefault(node_name(h.ip), {LABEL_PREFIX + k: v for k, v in labels.items()})
+        if h.server is not None:
+            labels["server"] = label_value(h.server)
+        if h.rail is not None:
+            labels["rail"] = str(h.rail)
+        out.setdefault(node, {LABEL_PREFIX + k: v for k, v in labels.items()})
+    for node, seen in rails.items():
+        if len(seen) > 1:
+            out[node].pop(LABEL_PREFIX + "rail", None)
     return out

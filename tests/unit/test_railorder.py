@@ -17,6 +17,7 @@ from controller.railorder import (
     NOT_DECLARED,
     NOT_RAIL_OPTIMIZED,
     USED,
+    nic_places,
     rail_order,
     rail_ring,
 )
@@ -243,6 +244,19 @@ def test_only_the_servers_asked_for_must_be_rail_optimized() -> None:
     servers["s9"] = (DeclaredNic("02:00:00:00:09:00", None),)  # never learned: rail 0 broken
     cabled = by_ip(G8)
     assert rail_order(TOPO8, sorted(cabled), servers).rails == USED
+
+
+# -- the exports' view --------------------------------------------------------------------
+def test_nic_places_give_every_learned_nic_its_server_and_the_rails_that_hold() -> None:
+    places = nic_places(servers_of(G8), TOPO8)
+    assert {ip: (p.server, p.nic) for ip, p in places.items()} == by_ip(G8)
+    assert all(p.rail == p.nic for p in places.values())
+    servers = servers_of(G8)
+    servers["s9"] = (DeclaredNic("02:00:00:00:09:00", None),)  # rail 0 no longer holds
+    places = nic_places(servers, TOPO8)
+    assert {p.rail for p in places.values()} == {None, 1, 2, 3}
+    assert all((p.rail is None) == (p.nic == 0) for p in places.values())
+    assert nic_places({}, TOPO8) == {}
 
 
 def test_servers_follow_the_leaves_not_their_names() -> None:
