@@ -28,7 +28,8 @@ from controller.fabric import Fabric
 from controller.jobspec import JobError, brief, parse_job, split_lease
 from controller.model import Messages
 from controller.policy.manager import PolicyManager
-from controller.schedulers import host_map, rank_order, slurm_topology_conf, slurm_topology_yaml
+from controller.railorder import nic_places, rail_order
+from controller.schedulers import host_map, slurm_topology_conf, slurm_topology_yaml
 from controller.view import FabricView
 
 Clock = Callable[[], float]
@@ -244,7 +245,9 @@ class LoomApi:
     # -- advice for launchers and schedulers ------------------------------------------
     def order(self, hosts: list[str]) -> Response:
         """The topology-aware rank order of ``hosts`` (a ring in it crosses each leaf
-        uplink once per direction); hosts not learned yet come last, as given."""
+        uplink once per direction); hosts not learned yet come last, as given. When they
+        are NICs of declared servers whose rails hold, each server's ranks are together
+        and every hop between servers stays on one rail (``controller.railorder``)."""
         ips = [h.strip() for h in hosts if h.strip()]
         if not ips:
             return error(
@@ -253,8 +256,7 @@ class LoomApi:
         bad = [ip for ip in ips if not _is_ipv4(ip)]
         if bad:
             return error(400, f"hosts: {brief(bad[0])} is not an IPv4 address", field="hosts")
-        ordered, unknown = rank_order(self.fabric.topo, ips)
-        return Response(200, {"hosts": [*ordered, *unknown], "unknown": unknown})
+        return Response(200, rail_order(self.fabric.topo, ips, self.view.servers).as_json())
 
     def job_order(self, name: str) -> Response:
         if name not in self.view.jobs:
@@ -266,7 +268,8 @@ class LoomApi:
     def export(self, kind: str) -> Response:
         """What Loom learned, as schedulers read it (node names are host IPs here;
         ``loom-export`` maps them to names)."""
-        hm = host_map(self.fabric.topo, self.view.switch_name)
+        topo = self.fabric.topo
+        hm = host_map(topo, self.view.switch_name, nic_places(self.view.servers, topo))
         if kind == "hosts":
             return Response(200, hm.as_dict())
         renderers = {"slurm-conf": slurm_topology_conf, "slurm-yaml": slurm_topology_yaml}
