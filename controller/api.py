@@ -30,6 +30,7 @@ from controller.model import Messages
 from controller.policy.manager import PolicyManager
 from controller.railorder import nic_places, rail_order
 from controller.schedulers import host_map, slurm_topology_conf, slurm_topology_yaml
+from controller.servers import resolve_nic_refs
 from controller.view import FabricView
 
 Clock = Callable[[], float]
@@ -203,7 +204,9 @@ class LoomApi:
 
     def create_job(self, body: bytes) -> Response:
         try:
-            data, lease = split_lease(read_json(body))
+            raw = read_json(body)
+            data, lease = split_lease(raw)
+            data, body = self._nic_refs(data, raw, body)
             spec = parse_job(data)
             if self.shared is not None:  # checked, then stored, then applied here
                 self.fabric.jobs.check(spec, self.fabric.tenants)
@@ -218,6 +221,18 @@ class LoomApi:
         except JobError as exc:
             return error(409 if exc.conflict else 400, str(exc), field=exc.field)
         return Response(201, self._job(spec.name), messages)
+
+    def _nic_refs(self, data: Any, raw: Any, body: bytes) -> tuple[Any, bytes]:
+        """``"server:NIC"`` hosts resolved to IPs here, before the job is validated (the
+        job's validation has no policy to look servers up in); the body stored for a
+        cluster's other instances then holds the IPs, so they need not resolve again."""
+        if not isinstance(data, Mapping) or "hosts" not in data:
+            return data, body
+        topo = self.fabric.topo
+        hosts = resolve_nic_refs(data["hosts"], self.view.servers, topo.hosts, topo.host_by_ip)
+        if hosts == data["hosts"]:
+            return data, body
+        return {**data, "hosts": hosts}, json.dumps({**raw, "hosts": hosts}).encode()
 
     def renew_job(self, name: str) -> Response:
         """A launcher's heartbeat: the job lives another lease."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from controller.jobspec import JobError, brief
 from controller.rails import RailReport, discover_rails, natural_key, report_json
 from controller.topology import Host
 
@@ -103,3 +104,54 @@ def describe_servers(
                 nics.append({"mac": host.mac, "ip": ip, "dpid": host.dpid, "port": host.port})
         shown[name] = {"nics": nics}
     return {"servers": shown, "rails": report_json(rail_report(found))}
+
+
+def resolve_nic_refs(
+    hosts: object,
+    servers: Servers,
+    learned: Mapping[str, Host],
+    host_by_ip: Callable[[str], Host | None],
+) -> object:
+    """A job's ``hosts`` with every ``"server:NIC"`` entry (``"gpu3:5"``: NIC 5 of server
+    gpu3) replaced by that NIC's IP: the learned host's, else the one declared. Anything
+    else is left for the job's own validation. ``JobError`` on ``hosts[i]`` names a bad
+    reference: no servers declared, no such server, a NIC index out of range, or a NIC
+    whose IP is not known yet (declared by MAC and not learned)."""
+    if not isinstance(hosts, list):
+        return hosts
+    out: list[object] = []
+    for i, entry in enumerate(hosts):
+        if not isinstance(entry, str) or ":" not in entry:
+            out.append(entry)
+            continue
+        out.append(_resolve(f"hosts[{i}]", entry, servers, learned, host_by_ip))
+    return out
+
+
+def _resolve(
+    at: str,
+    entry: str,
+    servers: Servers,
+    learned: Mapping[str, Host],
+    host_by_ip: Callable[[str], Host | None],
+) -> str:
+    name, _, index = entry.rpartition(":")
+    said = brief(entry)
+    if not servers:
+        none = "but the policy declares no servers; expected an IPv4 address"
+        raise JobError(at, f"{said} names a server's NIC, {none}")
+    if not index.isascii() or not index.isdigit():
+        raise JobError(at, f"{said}: expected server:NIC with NIC a number (e.g. gpu3:5)")
+    nics = servers.get(name)
+    if nics is None:
+        known = ", ".join(sorted(servers, key=natural_key)[:5])
+        raise JobError(at, f"{said}: no server named {brief(name)}; servers include {known}")
+    nic = int(index)
+    if nic >= len(nics):
+        raise JobError(at, f"{said}: server {name} has NICs 0 to {len(nics) - 1}, not {nic}")
+    host = _learned(nics[nic], learned, host_by_ip)
+    ip = (host.ip if host is not None else None) or nics[nic].ip
+    if ip is None:
+        unseen = f"NIC {nic} of server {name} ({nics[nic].mac}) is not learned yet"
+        raise JobError(at, f"{said}: {unseen}, so its IP is unknown")
+    return ip

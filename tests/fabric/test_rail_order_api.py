@@ -3,7 +3,8 @@
 On ``rail_optimized(servers=4, nics=4, spines=2)`` with its servers declared, ``GET order``
 keeps each server's ranks together and every hop between servers on one rail (checked
 against the generator's cabling) and says which ranks share each rail; on a fat-tree
-whose servers do not sit on rails it answers today's order and says why. The exports carry the
+whose servers do not sit on rails it answers today's order and says why. A job may name
+its hosts ``server:NIC``, resolved to IPs when it is registered. The exports carry the
 rails."""
 
 from __future__ import annotations
@@ -74,6 +75,98 @@ def test_order_on_a_rail_optimized_fabric_keeps_hops_on_rails(
         str(r): [k for k, ip in enumerate(order) if where[ip][1] == r] for r in range(4)
     }
     assert all(len(ranks) == 4 for ranks in body["rail_groups"].values())
+
+
+def test_a_job_may_name_its_hosts_server_nic(rails: tuple[nx.MultiGraph, LoomSim]) -> None:
+    g, sim = rails
+    where = cabled(g)
+    ip_of = {v: k for k, v in where.items()}
+    hosts = ["s2:1", "s1:0", ip_of[("s3", 2)], "s4:3"]
+    res = call(sim, "POST", "/loom/v1/jobs", {"name": "r", "tenant": "train", "hosts": hosts})
+    assert res.status == 201, res.body
+    resolved = [ip_of[("s2", 1)], ip_of[("s1", 0)], ip_of[("s3", 2)], ip_of[("s4", 3)]]
+    assert res.body["hosts"] == resolved
+    advice = call(sim, "GET", "/loom/v1/jobs/r/order").body
+    assert advice["name"] == "r" and advice["rails"] == "used"
+    assert [where[ip][0] for ip in advice["hosts"]] == ["s1", "s2", "s3", "s4"]
+    assert advice["cross_rail_hops"] == [0, 1, 2, 3]  # one NIC each, all on different rails
+    assert call(sim, "DELETE", "/loom/v1/jobs/r").status == 200
+
+
+class Store:
+    """Stands in for a cluster's shared store: keeps what the API publishes."""
+
+    token_digest = None
+
+    def __init__(self) -> None:
+        self.published: dict[str, bytes] = {}
+        self.leases: dict[str, float] = {}
+
+    def publish_job(self, name: str, body: bytes, lease: float | None = None) -> int:
+        self.published[name] = body
+        return 1
+
+    def withdraw_job(self, name: str) -> None:
+        self.published.pop(name, None)
+
+
+def test_a_cluster_stores_the_job_with_the_nics_resolved(
+    rails: tuple[nx.MultiGraph, LoomSim],
+) -> None:
+    """Other instances apply the stored body: it holds IPs, as this instance resolved them."""
+    g, sim = rails
+    ip_of = {v: k for k, v in cabled(g).items()}
+    store = Store()
+    api = LoomApi(sim.core, lambda: sim.now, shared=store)  # type: ignore[arg-type]
+    job = {"name": "c", "tenant": "train", "hosts": ["s1:2", "s2:2"], "lease_seconds": 30}
+    res = api.handle("POST", "/loom/v1/jobs", {}, json.dumps(job).encode())
+    assert res.status == 201, res.body
+    sim.apply(res.messages)
+    stored = json.loads(store.published["c"])
+    assert stored == {**job, "hosts": [ip_of[("s1", 2)], ip_of[("s2", 2)]]}
+    assert call(sim, "DELETE", "/loom/v1/jobs/c").status == 200
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ("s9:0", "'s9:0': no server named 's9'; servers include s1, s2, s3, s4"),
+        ("s1:4", "'s1:4': server s1 has NICs 0 to 3, not 4"),
+        ("s1:x", "'s1:x': expected server:NIC with NIC a number (e.g. gpu3:5)"),
+        ("s1:", "'s1:': expected server:NIC with NIC a number (e.g. gpu3:5)"),
+    ],
+)
+def test_a_bad_server_nic_is_refused_naming_the_entry(
+    rails: tuple[nx.MultiGraph, LoomSim], entry: str, message: str
+) -> None:
+    _, sim = rails
+    body = {"name": "bad", "tenant": "train", "hosts": ["s1:1", entry]}
+    res = call(sim, "POST", "/loom/v1/jobs", body)
+    assert res.status == 400 and res.body["field"] == "hosts[1]", res.body
+    assert res.body["error"] == f"hosts[1]: {message}"
+    assert "bad" not in sim.view.jobs
+
+
+def test_a_nic_not_learned_yet_or_no_servers_is_refused() -> None:
+    g = rail_optimized(servers=2, nics=2, spines=1)
+    text = (
+        tenant_yaml(g, "10.101.9.9")
+        + servers_yaml(g, rail_servers(g))
+        + ('  - name: s3\n    nics: [{mac: "02:00:00:00:00:99"}, {ip: 10.101.9.9}]\n')
+    )
+    sim = started(g, text)
+    res = call(
+        sim, "POST", "/loom/v1/jobs", {"name": "j", "tenant": "train", "hosts": ["s1:0", "s3:0"]}
+    )
+    assert res.status == 400 and res.body["field"] == "hosts[1]"
+    assert "NIC 0 of server s3 (02:00:00:00:00:99) is not learned yet" in res.body["error"]
+    job = {"name": "j", "tenant": "train", "hosts": ["s1:0", "s3:1"]}
+    declared = call(sim, "POST", "/loom/v1/jobs", job)
+    assert declared.status == 201 and declared.body["hosts"][1] == "10.101.9.9"  # as declared
+    bare = LoomSim(g).start()
+    res = call(bare, "POST", "/loom/v1/jobs", {"name": "j", "hosts": ["10.100.1.2", "s1:1"]})
+    assert res.status == 400 and res.body["field"] == "hosts[1]"
+    assert "the policy declares no servers" in res.body["error"]
 
 
 def test_a_fat_tree_falls_back_to_todays_order_and_says_why() -> None:
