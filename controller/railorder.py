@@ -202,8 +202,8 @@ def _ordered(base: list[str], owner: Mapping[str, tuple[str, int]]) -> RailOrder
     reasons: tuple[str, ...] = ()
     if hops:
         reasons = (
-            f"{len(hops)} of {len(order)} network hops cross rails (after ranks "
-            f"{', '.join(map(str, hops))}): no order of these servers' NICs keeps them all "
+            f"{len(hops)} of {len(order)} network hops cross rails (after "
+            f"rank{'s' if len(hops) > 1 else ''} {', '.join(map(str, hops))}): no order of these servers' NICs keeps them all "
             "on one rail (an odd number of servers with two NICs each cannot alternate two "
             "rails)",
         )
