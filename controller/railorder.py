@@ -201,11 +201,11 @@ def _ordered(base: list[str], owner: Mapping[str, tuple[str, int]]) -> RailOrder
     hops = [last[s] for s in crossing]
     reasons: tuple[str, ...] = ()
     if hops:
+        ranks = f"rank{'s' if len(hops) > 1 else ''} {', '.join(map(str, hops))}"
         reasons = (
-            f"{len(hops)} of {len(order)} network hops cross rails (after "
-            f"rank{'s' if len(hops) > 1 else ''} {', '.join(map(str, hops))}): no order of these servers' NICs keeps them all "
-            "on one rail (an odd number of servers with two NICs each cannot alternate two "
-            "rails)",
+            f"{len(hops)} of {len(order)} network hops cross rails (after {ranks}): no "
+            "order of these servers' NICs keeps them all on one rail (an odd number of "
+            "servers with two NICs each cannot alternate two rails)",
         )
     return RailOrder(hosts, [], USED, reasons, dict(sorted(groups.items())), hops)
 
