@@ -142,6 +142,7 @@ class TrafficEngineer:
         self.events: Counter[str] = Counter()
         self._next_run = 0.0
         self._recolour_failed: tuple[float, frozenset[Hashable]] = (0.0, frozenset())
+        self._recoloured_at = -1e9
 
     # -- events ---------------------------------------------------------------
     def caught(
@@ -465,17 +466,22 @@ class TrafficEngineer:
         flows placed one by one at their first packet meet on half the links of a
         random permutation at k=16, and no single move undoes such a tangle, while the
         colouring routes any permutation one flow a link. It moves most flows (those it
-        can keep, it keeps, those held down after a move first). Where it did not help,
-        it is tried again for other elephants, or after ``RECOLOUR_WAIT`` (a pattern
-        no routing fits: its cost each round buys nothing)."""
+        can keep, it keeps, those held down after a move first), so it runs at most once
+        a ``hold_down`` (elephants found one round after another would each time move
+        most flows again). Where it did not help, it is tried again for other elephants,
+        or after ``RECOLOUR_WAIT`` (a pattern no routing fits: its cost each round buys
+        nothing)."""
         keys = frozenset(d.key for d in demands)
         if keys == self._recolour_failed[1] and now < self._recolour_failed[0] + RECOLOUR_WAIT:
+            return placement
+        if now < self._recoloured_at + self.config.hold_down:
             return placement
         coloured = from_colouring(demands, routes.peer().of, leaves)
         if coloured is not None:
             other = place(coloured, cap, background, margin=self.config.margin)
             if other.max_utilization < placement.max_utilization - self.config.margin:
                 self.events["recoloured"] += 1
+                self._recoloured_at = now
                 log.info(
                     "recoloured: busiest link %.2f -> %.2f",
                     placement.max_utilization,
