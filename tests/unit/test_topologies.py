@@ -453,6 +453,7 @@ def test_prefixed_renames_nodes_and_keeps_ports() -> None:
         assert any(e["ports"] == {f"x{u}": d["ports"][u], f"x{v}": d["ports"][v]}
                    for e in p.get_edge_data(f"x{u}", f"x{v}").values())  # fmt: skip
     assert p.graph["name"] == f"x-{g.graph['name']}"
+    assert p.nodes["xh1"]["switch"] == f"x{g.nodes['h1']['switch']}"
 
 
 def test_prefixed_prefixes_servers_too() -> None:
