@@ -106,7 +106,7 @@ def test_slurm_yaml_adds_a_rail_block_topology() -> None:
     assert rails["block"]["block_sizes"] == [6]
     blocks = {b["block"]: sorted(expand(b["nodes"])) for b in rails["block"]["blocks"]}
     assert blocks == {f"rail{i}": sorted(f"s{s}-nic{i}" for s in range(1, 7)) for i in range(4)}
-    plain = yaml.safe_load(slurm_topology_yaml(host_map(TOPO, NAMES.__getitem__), node.get))
+    plain = yaml.safe_load(slurm_topology_yaml(host_map(TOPO, NAMES.__getitem__), node.__getitem__))
     assert doc[:2] == plain  # the cluster default and the tree are what they were
 
 
