@@ -178,9 +178,16 @@ def validate(g: nx.MultiGraph) -> None:
 
 def prefixed(graph: nx.MultiGraph, prefix: str) -> nx.MultiGraph:
     """``graph`` with every node renamed ``prefix + name`` (links keep their port numbers):
-    two emulations of one topology on a machine need distinct node names."""
+    two emulations of one topology on a machine need distinct node names. A host's
+    ``switch`` is renamed with it, and its ``server`` (the emulation's name for the
+    server it is a NIC of) is prefixed too."""
     mapping = {n: f"{prefix}{n}" for n in graph.nodes}
     g = nx.relabel_nodes(graph, mapping, copy=True)
+    for _, d in g.nodes(data=True):
+        if d.get("switch") in mapping:
+            d["switch"] = mapping[d["switch"]]
+        if d.get("server") is not None:
+            d["server"] = f"{prefix}{d['server']}"
     for _, _, d in g.edges(data=True):
         d["ports"] = {mapping[n]: p for n, p in d["ports"].items()}
     g.graph["name"] = f"{prefix}-{graph.graph.get('name', 'fabric')}"

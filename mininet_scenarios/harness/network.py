@@ -7,6 +7,10 @@ Design choices, each measured (see ``docs/environment.md``: OVS userspace, shapi
   port numbers exactly as in the graph, so what the controller sees matches the graph.
 * Hosts get the graph's MAC and IP in one /8, IPv6 off (no RS/ND reaching the controller) and
   TX checksum offload off (TCP fails on the userspace datapath otherwise).
+* GPU servers: when host nodes carry a ``server`` attribute (``rail_optimized``), each server
+  is one Mininet host with one interface per NIC (``s1-eth0``...), each NIC in its rail's
+  /16 and with the ARP and reverse-path sysctls of a multi-NIC server; the graph's NIC
+  names still address them (see :mod:`~mininet_scenarios.harness.servers`).
 * Plain veth links; shaping is :mod:`~mininet_scenarios.harness.shaping` (one HTB tree per link
   end).
 * Cleanup is exact: on exit (normal, exception, Ctrl-C, SIGTERM) the network is stopped and then
@@ -57,6 +61,7 @@ from mininet_scenarios.harness.ovs import (
 )
 from mininet_scenarios.harness.processes import alive, kill_pids, pids_in_netns
 from mininet_scenarios.harness.reachability import PingAll, neighbour_mac, pingall
+from mininet_scenarios.harness.servers import NicPort, configure_nics, nic_ports, servers_of
 from mininet_scenarios.harness.shaping import QueueClass, root_run, shape_interface
 from topologies.graph import host_list, validate
 
@@ -149,12 +154,20 @@ class FabricNet:
         self.net: Mininet | None = None
         self.host_names = host_list(graph)
         self.switch_names = [n for n, d in graph.nodes(data=True) if d["kind"] == "switch"]
+        # GPU servers: NIC (graph host) -> its port on its server; server -> NICs in order.
+        self.nics: dict[str, NicPort] = nic_ports(graph, reserved=(CONTROLLER_NODE,))
+        self.servers = servers_of(self.nics)
+        # The Mininet hosts (namespaces): each server once, every other host itself.
+        self.mn_host_names = list(
+            dict.fromkeys(self.nics[h].server if h in self.nics else h for h in self.host_names)
+        )
         # Every interface we create, by owner: switch-side veths live in the root namespace.
         self.intf_names = {
-            (n, d["ports"][n]): f"{n}-eth{d['ports'][n]}"
+            (n, d["ports"][n]): self.nics[n].intf if n in self.nics else f"{n}-eth{d['ports'][n]}"
             for a, b, d in graph.edges(data=True)
             for n in (a, b)
         }
+        self._names = {*graph.nodes, *self.servers}  # every node name this fabric owns
         self.leftovers = Leftovers()
         self.timings: dict[str, float] = {}
         self._shells: dict[str, int] = {}
@@ -204,14 +217,14 @@ class FabricNet:
             links,
         )
         t0 = time.monotonic()
-        clash = _ACTIVE_NAMES & set(self.graph.nodes)
+        clash = _ACTIVE_NAMES & self._names
         if clash:
             # Another fabric of this process owns these names: its shells would look stale.
             raise FabricError(
                 f"node names already used by a running FabricNet: {sorted(clash)[:5]}"
             )
         self._remove_stale()
-        _ACTIVE_NAMES.update(self.graph.nodes)
+        _ACTIVE_NAMES.update(self._names)
         self._registered = True
         # Build inside the caller's try: addLink creates veth pairs at once.
         self.net = net = Mininet(
@@ -227,9 +240,12 @@ class FabricNet:
         self._track(
             net.addController(CONTROLLER_NODE, controller=_RemoteController, ip=ip, port=port)
         )
-        for name in self.host_names:
-            d = g.nodes[name]
-            host = self._track(net.addHost(name, ip=f"{d['ip']}/8", mac=d["mac"]))
+        for name in self.mn_host_names:
+            if name in self.servers:  # its NICs' addresses go on their interfaces below
+                host = self._track(net.addHost(name, ip=None, mac=None))
+            else:
+                d = g.nodes[name]
+                host = self._track(net.addHost(name, ip=f"{d['ip']}/8", mac=d["mac"]))
             # Before the link exists, so the new interface inherits "default" = off too.
             host.cmd(f"{IPV6_OFF}; {EPHEMERAL}")
             fd = os.open(f"/proc/{host.pid}/ns/net", os.O_RDONLY)
@@ -250,7 +266,19 @@ class FabricNet:
         for a, b, d in g.edges(data=True):
             if g.nodes[b]["kind"] == "host":
                 a, b = b, a  # create the pair from the host's namespace
-            net.addLink(a, b, port1=d["ports"][a], port2=d["ports"][b])
+            nic = self.nics.get(a)
+            if nic is None:
+                net.addLink(a, b, port1=d["ports"][a], port2=d["ports"][b])
+            else:  # NIC i of a server: its port i, interface <server>-eth<i>
+                net.addLink(
+                    nic.server,
+                    b,
+                    port1=nic.nic,
+                    port2=d["ports"][b],
+                    intfName1=nic.intf,
+                    addr1=nic.mac,
+                    params1={"ip": nic.cidr},
+                )
         net.build()
         net.start()
         self._tag_bridges()
@@ -272,8 +300,11 @@ class FabricNet:
         return node
 
     def _prepare_interfaces(self) -> None:
-        for name in self.host_names:
-            host = self.host(name)
+        for server, names in self.servers.items():
+            host = self.server(server)
+            configure_nics(host.cmd, server, [self.nics[n].intf for n in names])
+        for name in self.mn_host_names:
+            host = self._mn()[name]
             for intf in host.intfNames():
                 if intf != "lo":
                     host.cmd(f"ethtool -K {intf} tx off >/dev/null 2>&1")
@@ -330,7 +361,7 @@ class FabricNet:
             self._teardown()
         finally:
             if self._registered:
-                _ACTIVE_NAMES.difference_update(self.graph.nodes)
+                _ACTIVE_NAMES.difference_update(self._names)
                 self._registered = False
             self.timings["stop"] = time.monotonic() - t0
             if main:
@@ -420,7 +451,7 @@ class FabricNet:
         the same time) are never touched; we refuse to start instead.
         """
         # Not the controller node's name: every FabricNet has one, and it owns nothing.
-        live = live_owners({*self.switch_names, *self.host_names}, me=os.getpid())
+        live = live_owners({*self.switch_names, *self.host_names, *self.servers}, me=os.getpid())
         if live:
             raise FabricError(
                 "node names in use by a running network (not removed): "
@@ -451,7 +482,7 @@ class FabricNet:
                 sh(["ip", "link", "del", intf], check=False)
 
     def _node_names(self) -> set[str]:
-        return {*self.switch_names, *self.host_names, CONTROLLER_NODE}
+        return {*self.switch_names, *self.host_names, *self.servers, CONTROLLER_NODE}
 
     def _connect_all(self) -> None:
         """A cluster: every switch keeps a connection to every controller target."""
@@ -478,7 +509,24 @@ class FabricNet:
         return self.net
 
     def host(self, name: str) -> Host:
+        """The Mininet host of graph host ``name``; for a NIC of a server, its server (a
+        command run there leaves by the NIC of its destination's rail: bind to
+        ``nics[name].intf`` or its IP to send by this NIC). A server's name works too."""
+        nic = self.nics.get(name)
+        return self._mn()[nic.server if nic is not None else name]
+
+    def server(self, name: str) -> Host:
+        """The Mininet host of server ``name`` (its NICs: ``servers[name]``)."""
+        if name not in self.servers:
+            raise FabricError(f"no server {name!r} in the graph")
         return self._mn()[name]
+
+    def nic(self, name: str) -> NicPort:
+        """Graph host ``name`` as a NIC: its server, interface and IP."""
+        try:
+            return self.nics[name]
+        except KeyError:
+            raise FabricError(f"{name} is not a NIC of a server") from None
 
     def switch(self, name: str) -> OVSSwitch:
         return self._mn()[name]

@@ -453,3 +453,15 @@ def test_prefixed_renames_nodes_and_keeps_ports() -> None:
         assert any(e["ports"] == {f"x{u}": d["ports"][u], f"x{v}": d["ports"][v]}
                    for e in p.get_edge_data(f"x{u}", f"x{v}").values())  # fmt: skip
     assert p.graph["name"] == f"x-{g.graph['name']}"
+    assert p.nodes["xh1"]["switch"] == f"x{g.nodes['h1']['switch']}"
+
+
+def test_prefixed_prefixes_servers_too() -> None:
+    from topologies import rail_optimized
+    from topologies.graph import prefixed
+
+    p = prefixed(rail_optimized(servers=2, nics=2, spines=1), "x")
+    assert {(n, d["server"], d["nic"]) for n, d in p.nodes(data=True) if d["kind"] == "host"} == {
+        (f"xs{s}n{i}", f"xs{s}", i) for s in (1, 2) for i in (0, 1)
+    }
+    assert "server" not in prefixed(fat_tree(4), "x").nodes["xh1"]

@@ -9,6 +9,18 @@ use for both ends) to :data:`GLOO_PORTS` and adding a ``u32`` filter on the host
 that sends TCP from that range to the collective class. This is the host, not the fabric:
 it is applied the same way in every mode compared (``ecmp``, ``no-qos``, ``loom``).
 Background bulk clients bind ports outside that range.
+
+GPU servers (:mod:`mininet_scenarios.harness.servers`): the ranks are NICs, one worker per
+NIC in its server's namespace, gloo bound to the NIC's interface (``GLOO_SOCKET_IFNAME``,
+:func:`host_intf`): each rank listens on its NIC's address and the ranks connect to those.
+gloo binds only its listening socket, so a connection leaves by the NIC of the peer's rail
+with that NIC's address (the kernel routes by destination): a peer on the rank's own rail
+is reached by its NIC; a peer on another rail (only a barrier's bytes when the ranks are
+in Loom's rail order) by the server's NIC on that rail, a source address Loom admits.
+Ranks of one server share its namespace: gloo connects each pair to the address the peer
+bound, a local address here, which the kernel delivers over the namespace's loopback (the
+stand-in for NVLink) without touching a NIC. Each rank's rendezvous address
+(:func:`rendezvous`) is on its own rail too.
 """
 
 from __future__ import annotations
@@ -53,6 +65,21 @@ def host_intf(fnet: FabricNet, host: str) -> str:
         if other != host:
             return fnet.intf(host, d["ports"][host])
     raise CollectiveError(f"{host} has no link")
+
+
+def rendezvous(fnet: FabricNet, hosts: Sequence[str]) -> list[str]:
+    """Each rank's rendezvous address (torch's ``MASTER_ADDR``, the worker's ``--master``):
+    rank 0's IP; on GPU servers, rank 0's server's NIC with the rank's own NIC index when
+    it has one, so a worker bound to NIC ``i`` reaches the store on rail ``i`` (over the
+    loopback on rank 0's own server). torch's store listens on every address of rank 0's
+    namespace, so each of these reaches it."""
+    first = fnet.nics.get(hosts[0])
+    ips = host_ips(fnet, hosts)
+    if first is None:
+        return [ips[0]] * len(hosts)
+    on_rail = {fnet.nics[n].nic: fnet.nics[n].ip for n in fnet.servers[first.server]}
+    own = [fnet.nics.get(h) for h in hosts]
+    return [on_rail.get(nic.nic, ips[0]) if nic is not None else ips[0] for nic in own]
 
 
 def prepare_rank_hosts(fnet: FabricNet, hosts: Sequence[str]) -> None:

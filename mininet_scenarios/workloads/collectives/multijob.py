@@ -42,6 +42,7 @@ from mininet_scenarios.workloads.collectives.hosts import (
     host_ips,
     link_rate,
     prepare_rank_hosts,
+    rendezvous,
     start_in_host,
 )
 from mininet_scenarios.workloads.collectives.model import (
@@ -102,12 +103,13 @@ class JobRanks:
             path.unlink(missing_ok=True)  # a job is driven by these files: never old ones
         ips = host_ips(self.fnet, self.plan.hosts)
         n = len(ips)
+        masters = rendezvous(self.fnet, self.plan.hosts)
         gos = "".join(f" --go {g}" for g in self.go_files)
         for r, h in enumerate(self.plan.hosts):
             cmd = (
                 f"env PYTHONPATH={REPO_ROOT} OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"
                 f" {sys.executable} -m {WORKER}"
-                f" --rank {r} --world {n} --master {ips[0]} --port {self.plan.port}"
+                f" --rank {r} --world {n} --master {masters[r]} --port {self.plan.port}"
                 f" --op {self.plan.op} --mib {self.mib:g} --iters {self.iters}"
                 f" --warmup {self.warmup} --ifname {host_intf(self.fnet, h)} --out {self.outs[r]}"
                 f" --timeout {int(self.timeout)} --progress {self.progress_path}{gos}"

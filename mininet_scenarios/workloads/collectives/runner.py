@@ -49,6 +49,7 @@ from mininet_scenarios.workloads.collectives.hosts import (
     host_ips,
     link_rate,
     prepare_rank_hosts,
+    rendezvous,
     start_in_host,
 )
 from mininet_scenarios.workloads.collectives.model import OPS, ring_direction_seen, summarize
@@ -264,12 +265,13 @@ def run_collective(
     try:
         if background:
             bulk = start_background(fnet, background, timeout + 60, out_dir, bulk_mss)
+        masters = rendezvous(fnet, hosts)
         with cpu_sampler() as cpu:
             for r, h in enumerate(hosts):
                 cmd = (
                     f"env PYTHONPATH={REPO_ROOT} OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"
                     f" {sys.executable} -m {WORKER}"
-                    f" --rank {r} --world {n} --master {ips[0]} --port {port}"
+                    f" --rank {r} --world {n} --master {masters[r]} --port {port}"
                     f" --op {op} --mib {mib:g} --iters {iters} --warmup {warmup}"
                     f" --ifname {host_intf(fnet, h)} --out {outs[r]}"
                     f" --timeout {int(timeout)} > {logs[r]} 2>&1"
@@ -303,7 +305,8 @@ def run_collective(
     docs = [json.loads(p.read_text()) for p in outs]
     seconds, alg, bus = summarize(op, docs)
     idle, ovs, wait = _cpu_in_window(cpu, docs)
-    sent, retrans = _tcp_sent(hosts, ips, docs)
+    servers = [fnet.nics[h].server if h in fnet.nics else None for h in hosts]
+    sent, retrans = _tcp_sent(hosts, ips, docs, servers)
     result = CollectiveResult(
         op=op,
         hosts=list(hosts),
@@ -369,20 +372,34 @@ def _cpu_in_window(
 
 
 def _tcp_sent(
-    hosts: Sequence[str], ips: Sequence[str], docs: Sequence[dict[str, Any]]
+    hosts: Sequence[str],
+    ips: Sequence[str],
+    docs: Sequence[dict[str, Any]],
+    servers: Sequence[str | None] | None = None,
 ) -> tuple[dict[tuple[str, str], int], int]:
     """Bytes each rank's connections delivered to each other rank ``(src, dst)``, and the
-    bytes they retransmitted, from the workers' ``ss`` deltas."""
+    bytes they retransmitted, from the workers' ``ss`` deltas.
+
+    ``servers``: each rank's server (GPU servers), else None. Two ranks of one server
+    share its namespace, and the connection between them has the destination's address
+    at both ends (the kernel's source for a local address), so the rank that accepted it
+    sees its own address as the peer: those bytes are the other rank's of its server when
+    the job has exactly one, and are left out otherwise."""
     name_of = dict(zip(ips, hosts, strict=True))
+    server_of = dict(zip(hosts, servers or [None] * len(hosts), strict=True))
     sent: dict[tuple[str, str], int] = {}
     retrans = 0
     for h, d in zip(hosts, docs, strict=True):
+        mates = [o for o in hosts if o != h and server_of[h] and server_of[o] == server_of[h]]
         for peer_ip, c in d.get("tcp_by_peer", {}).items():
-            if peer_ip not in name_of:
+            peer = name_of.get(peer_ip)
+            if peer == h:
+                peer = mates[0] if len(mates) == 1 else None
+            if peer is None:
                 continue
             retrans += int(c.get("retrans", 0))
             if c.get("sent", 0) > 0:
-                sent[(h, name_of[peer_ip])] = int(c["sent"])
+                sent[(h, peer)] = sent.get((h, peer), 0) + int(c["sent"])
     return sent, retrans
 
 

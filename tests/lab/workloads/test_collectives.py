@@ -285,3 +285,25 @@ def test_bulk_flows_send_standard_frames_unless_told_otherwise(tmp_path: Path) -
     flow = Bulk("h1", "h9", 5301, BACKGROUND_CPORT, tmp_path / "bulk.json")
     assert " -M 1448 " in client_command(flow, "10.2.0.2", 60, 1448)
     assert " -M " not in client_command(flow, "10.2.0.2", 60)
+
+
+def test_bytes_between_ranks_of_one_server_are_put_on_the_right_pair() -> None:
+    from mininet_scenarios.workloads.collectives.runner import _tcp_sent
+
+    hosts = ["s1n0", "s1n1", "s2n0"]
+    ips = ["10.100.1.2", "10.101.1.2", "10.100.1.3"]
+    docs = [  # s1n1 connected to s1n0: both ends 10.100.1.2, so s1n0 sees itself as the peer
+        {"tcp_by_peer": {"10.100.1.2": {"sent": 7, "retrans": 1}, "10.100.1.3": {"sent": 5}}},
+        {"tcp_by_peer": {"10.100.1.2": {"sent": 9}, "::ffff:10.100.1.2": {"sent": 3}}},
+        {"tcp_by_peer": {"10.100.1.2": {"sent": 4}}},
+    ]
+    sent, retrans = _tcp_sent(hosts, ips, docs, ["s1", "s1", "s2"])
+    assert sent == {
+        ("s1n0", "s1n1"): 7,
+        ("s1n0", "s2n0"): 5,
+        ("s1n1", "s1n0"): 9,
+        ("s2n0", "s1n0"): 4,
+    }
+    assert retrans == 1
+    three = _tcp_sent([*hosts, "s1n2"], [*ips, "10.102.1.2"], [*docs, {}], ["s1", "s1", "s2", "s1"])
+    assert ("s1n0", "s1n1") not in three[0]  # two mates on s1n0's server: whose, unknown
