@@ -25,7 +25,6 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from controller.clos import from_colouring
 from controller.compiler import flow_plan
 from controller.flows import IP_PROTO_TCP, FlowKey, FlowTable, TrackedFlow
 from controller.leastloaded import least_loaded_path
@@ -49,7 +48,6 @@ from controller.placement import (
     Demand,
     NextPortCache,
     Path,
-    Placement,
     estimate_demands,
     is_minimal,
     minimal_paths,
@@ -58,6 +56,7 @@ from controller.placement import (
     valiant_choice,
     valiant_paths,
 )
+from controller.recolour import Recolouring
 from controller.routing import Routes
 from controller.telemetry import Telemetry
 from controller.topology import Topology
@@ -72,7 +71,6 @@ PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
 # share of the link, until its rate is first measured (then the port counters show it):
 YOUNG_SHARE = 1.0  # any new flow may be an elephant
 ACK_SHARE = 0.05  # the reverse of a tracked TCP flow: its ACK stream, about 1/20 of the data
-RECOLOUR_WAIT = 5.0  # seconds before the edge colouring is tried again where it did not help
 Capacity = Callable[[PortRef], float]
 Load = Callable[[PortRef], float]  # a link's measured load, as a share of its capacity
 
@@ -141,8 +139,7 @@ class TrafficEngineer:
         self.quiet: dict[PortRef, float] = {}  # port -> until when its flows go untracked
         self.events: Counter[str] = Counter()
         self._next_run = 0.0
-        self._recolour_failed: tuple[float, frozenset[Hashable]] = (0.0, frozenset())
-        self._recoloured_at = -1e9
+        self.recolouring = Recolouring(config.margin, config.hold_down, self.events)
 
     # -- events ---------------------------------------------------------------
     def caught(
@@ -420,7 +417,10 @@ class TrafficEngineer:
         placement = place(demands, cap, background, margin=self.config.margin)
         if placement.max_utilization > 1.0 + self.config.margin:
             leaves = {h.dpid for h in topo.hosts.values()}
-            placement = self._recoloured(now, demands, cap, background, routes, leaves, placement)
+            far = routes.peer().of
+            placement = self.recolouring.better(
+                now, demands, cap, background, far, leaves, placement
+            )
         self.last_max_utilization = placement.max_utilization
         for flow in elephants:
             path = placement.paths.get(flow.key)
@@ -450,46 +450,6 @@ class TrafficEngineer:
             plans.update(self._acks_follow(elephants, topo, routes))
         plans.update(self._mark_acks(elephants, topo, routes))
         return plans
-
-    def _recoloured(
-        self,
-        now: float,
-        demands: list[Demand],
-        cap: dict[PortRef, float],
-        background: dict[PortRef, float],
-        routes: Routes,
-        leaves: set[int],
-        placement: Placement,
-    ) -> Placement:
-        """Where moving one flow at a time leaves a link over capacity, the placement
-        that starts from the Clos edge colouring (``controller.clos``), if it is better:
-        flows placed one by one at their first packet meet on half the links of a
-        random permutation at k=16, and no single move undoes such a tangle, while the
-        colouring routes any permutation one flow a link. It moves most flows (those it
-        can keep, it keeps, those held down after a move first), so it runs at most once
-        a ``hold_down`` (elephants found one round after another would each time move
-        most flows again). Where it did not help, it is tried again for other elephants,
-        or after ``RECOLOUR_WAIT`` (a pattern no routing fits: its cost each round buys
-        nothing)."""
-        keys = frozenset(d.key for d in demands)
-        if keys == self._recolour_failed[1] and now < self._recolour_failed[0] + RECOLOUR_WAIT:
-            return placement
-        if now < self._recoloured_at + self.config.hold_down:
-            return placement
-        coloured = from_colouring(demands, routes.peer().of, leaves)
-        if coloured is not None:
-            other = place(coloured, cap, background, margin=self.config.margin)
-            if other.max_utilization < placement.max_utilization - self.config.margin:
-                self.events["recoloured"] += 1
-                self._recoloured_at = now
-                log.info(
-                    "recoloured: busiest link %.2f -> %.2f",
-                    placement.max_utilization,
-                    other.max_utilization,
-                )
-                return other
-        self._recolour_failed = (now, keys)
-        return placement
 
     def _mark_acks(
         self, elephants: list[TrackedFlow], topo: Topology, routes: Routes
