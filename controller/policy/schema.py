@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -52,15 +52,13 @@ def ipv4(v: str, users: str) -> str:
     return str(addr)
 
 
-class HostEntry(Strict):
-    """A tenant member: by MAC, by IPv4 address, or both; optionally pinned to a port."""
+class Addressed(Strict):
+    """An endpoint by MAC, by IPv4 address, or both (``WHAT`` and ``USERS`` for errors)."""
 
+    WHAT: ClassVar[str] = "an endpoint"
+    USERS: ClassVar[str] = "Loom"
     mac: str | None = None
     ip: str | None = None
-    switch: int | None = Field(
-        default=None, ge=0, le=2**64 - 1, description="dpid of the edge switch"
-    )
-    port: int | None = Field(default=None, ge=1, le=0xFFFFFF00)
 
     @field_validator("mac")
     @classmethod
@@ -70,12 +68,27 @@ class HostEntry(Strict):
     @field_validator("ip")
     @classmethod
     def _ip(cls, v: str | None) -> str | None:
-        return None if v is None else ipv4(v, "Loom tenants")
+        return None if v is None else ipv4(v, cls.USERS)
 
     @model_validator(mode="after")
-    def _identity(self) -> HostEntry:
+    def _named(self) -> Addressed:
         if self.mac is None and self.ip is None:
-            raise ValueError("a host needs a mac, an ip, or both")
+            raise ValueError(f"{self.WHAT} needs a mac, an ip, or both")
+        return self
+
+
+class HostEntry(Addressed):
+    """A tenant member: by MAC, by IPv4 address, or both; optionally pinned to a port."""
+
+    WHAT: ClassVar[str] = "a host"
+    USERS: ClassVar[str] = "Loom tenants"
+    switch: int | None = Field(
+        default=None, ge=0, le=2**64 - 1, description="dpid of the edge switch"
+    )
+    port: int | None = Field(default=None, ge=1, le=0xFFFFFF00)
+
+    @model_validator(mode="after")
+    def _pinned(self) -> HostEntry:
         if self.port is not None and self.switch is None:
             raise ValueError("port given without switch: say which switch (dpid) the port is on")
         return self
@@ -105,28 +118,12 @@ class Tenant(Strict):
         return v
 
 
-class NicEntry(Strict):
+class NicEntry(Addressed):
     """One NIC of a server: by MAC, by IPv4 address (matched to the learned host that has
     it), or both (matched by MAC)."""
 
-    mac: str | None = None
-    ip: str | None = None
-
-    @field_validator("mac")
-    @classmethod
-    def _mac(cls, v: str | None) -> str | None:
-        return None if v is None else unicast_mac(v)
-
-    @field_validator("ip")
-    @classmethod
-    def _ip(cls, v: str | None) -> str | None:
-        return None if v is None else ipv4(v, "Loom servers")
-
-    @model_validator(mode="after")
-    def _identity(self) -> NicEntry:
-        if self.mac is None and self.ip is None:
-            raise ValueError("a NIC needs a mac, an ip, or both")
-        return self
+    WHAT: ClassVar[str] = "a NIC"
+    USERS: ClassVar[str] = "Loom servers"
 
 
 class Server(Strict):

@@ -61,7 +61,13 @@ from mininet_scenarios.harness.ovs import (
 )
 from mininet_scenarios.harness.processes import alive, kill_pids, pids_in_netns
 from mininet_scenarios.harness.reachability import PingAll, neighbour_mac, pingall
-from mininet_scenarios.harness.servers import NicPort, configure_nics, nic_ports, servers_of
+from mininet_scenarios.harness.servers import (
+    NicPort,
+    add_link,
+    configure_nics,
+    nic_ports,
+    servers_of,
+)
 from mininet_scenarios.harness.shaping import QueueClass, root_run, shape_interface
 from topologies.graph import host_list, validate
 
@@ -266,19 +272,7 @@ class FabricNet:
         for a, b, d in g.edges(data=True):
             if g.nodes[b]["kind"] == "host":
                 a, b = b, a  # create the pair from the host's namespace
-            nic = self.nics.get(a)
-            if nic is None:
-                net.addLink(a, b, port1=d["ports"][a], port2=d["ports"][b])
-            else:  # NIC i of a server: its port i, interface <server>-eth<i>
-                net.addLink(
-                    nic.server,
-                    b,
-                    port1=nic.nic,
-                    port2=d["ports"][b],
-                    intfName1=nic.intf,
-                    addr1=nic.mac,
-                    params1={"ip": nic.cidr},
-                )
+            add_link(net, a, b, d["ports"], self.nics)
         net.build()
         net.start()
         self._tag_bridges()

@@ -59,6 +59,7 @@ import ipaddress
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 
@@ -150,6 +151,27 @@ def configure_nics(run: Callable[[str], str], server: str, intfs: Sequence[str])
     got = run(f"sysctl -n {' '.join(keys)} 2>&1").split()
     if out.strip() or got != want:
         raise FabricError(f"{server}: sysctl -w {sets}: {out.strip()} (read back {got})")
+
+
+def add_link(
+    net: Any, a: str, b: str, ports: Mapping[str, int], nics: Mapping[str, NicPort]
+) -> None:
+    """Add the graph link ``a``-``b`` (``a`` the host end, if any) to Mininet ``net``: a
+    NIC's end is port ``i`` of its server, interface ``<server>-eth<i>`` with the NIC's MAC
+    and address; any other link as the graph numbers its ports."""
+    nic = nics.get(a)
+    if nic is None:
+        net.addLink(a, b, port1=ports[a], port2=ports[b])
+        return
+    net.addLink(
+        nic.server,
+        b,
+        port1=nic.nic,
+        port2=ports[b],
+        intfName1=nic.intf,
+        addr1=nic.mac,
+        params1={"ip": nic.cidr},
+    )
 
 
 def rail_pairs(nics: Mapping[str, NicPort], ips: Mapping[str, str]) -> list[tuple[str, str]]:
