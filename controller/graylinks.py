@@ -47,7 +47,7 @@ class GrayConfig:
     room: float = 1.5  # ... while each of its flows could get this many times more elsewhere
     tcp_share: float = 0.6  # and flows Loom pinned carry this share of what it holds
     counts: float = 0.1  # a flow under this share of it holds nothing (mice, ACK streams)
-    witness_within: float = 5.0  # s a flow that held a direction low counts as a witness
+    witness_within: float = 10.0  # s a flow that held a direction low counts as a witness
     suspect_after: float = 2.0  # s all of that must last
     gain: float = 1.25  # flows that sped up this much (median) once moved confirm it
     judge_after: float = 2.0  # s with none of them on it before judging
@@ -272,7 +272,9 @@ class GrayLinks:
         m.left = now if m.left is None else m.left
         if now - m.left < c.judge_after:
             return None
-        moved = {k: r for k, r in m.rates.items() if k in crossings.rates and k not in staying}
+        ending = c.counts * m.level  # a flow this slow now is ending: it proves nothing
+        sending = {k for k, r in crossings.rates.items() if r >= ending}
+        moved = {k: r for k, r in m.rates.items() if k in sending and k not in staying}
         for o in m.kept:  # only a flow that still crosses them proves them innocent
             moved = {k: r for k, r in moved.items() if k in _keys(crossings.on(o))}
         gains = [crossings.rates[k] / r for k, r in moved.items() if r > 0]

@@ -208,6 +208,19 @@ def test_flows_no_faster_elsewhere_clear_it_and_it_is_left_alone_for_a_while() -
     suspect(gray, t + 1.0 + c.clear_after + c.quiet_after)
 
 
+def test_flows_that_are_ending_once_moved_leave_it_untested_not_cleared() -> None:
+    """A transfer that ends as it is moved sends next to nothing on its new way: that says
+    nothing of the link, which must not be left alone for ``quiet_after``."""
+    c = GrayConfig()
+    gray = GrayLinks(c)
+    t = suspect(gray)
+    ending = [crossing(HEALTHY, 0.5 * c.counts)]  # under a tenth of the 1 Mbit/s level
+    gray.review(t + 1.0, [SLOW], Crossings(ending), held_slow())
+    verdict = gray.review(t + 1.0 + c.judge_after, [SLOW], Crossings(ending), held_slow())
+    assert verdict == [(SLOW, "untested")]
+    suspect(gray, t + 1.0 + c.judge_after + 1.0)  # and may be suspected again at once
+
+
 def test_a_marked_belief_wins_over_what_its_kind_lends_and_flat_levels_go_stale() -> None:
     caps = Capacities()
     flat = Reading(0.5, 62_500, 50, 0)  # 1 Mbit/s over half a second
