@@ -24,7 +24,7 @@ from typing import Any
 
 from controller.cluster.etcd import StoreUnavailable
 from controller.cluster.shared import NO_QUORUM, SharedState
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.jobspec import JobError, brief, parse_job, split_lease
 from controller.model import Messages
 from controller.policy.manager import PolicyManager
@@ -52,7 +52,7 @@ def error(status: int, message: str, **extra: Any) -> Response:
 class LoomApi:
     def __init__(
         self,
-        fabric: Fabric,
+        fabric: Conductor,
         clock: Clock,
         token: str | None = None,
         policy: PolicyManager | None = None,

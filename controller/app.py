@@ -2,7 +2,7 @@
 
 A thin shim: each handler turns a Ryu event into a domain event, calls one method of
 the pure core with ``now`` and sends back what it returns. Everything that decides
-anything lives in ``controller.fabric`` and below. Settings come from ``LOOM_*``
+anything lives in ``controller.conductor`` and below. Settings come from ``LOOM_*``
 environment variables (see ``controller.settings``).
 """
 
@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py):
 
 from controller import heap
 from controller.cluster.roles import Roles
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.metrics import LoomMetrics
 from controller.model import Messages, PacketOut, StatsKind, StatsRequest
 from controller.ofp import decode, encode
@@ -83,7 +83,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         path = PolicyManager.path_from_env()
         first = load_policy(path) if path else None  # an invalid file at start: refuse to start
         self.settings = Settings.from_env(base=first.fabric if first else None)
-        self.fabric = Fabric(self.settings.fabric, timer=time.perf_counter)
+        self.fabric = Conductor(self.settings.fabric, timer=time.perf_counter)
         self.policy = PolicyManager(self.fabric, path, self._load_policy)
         self.policy.reload(time.monotonic())
         self.metrics = LoomMetrics(self.fabric, policy=self.policy.status)

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 
 from controller.cluster.metrics import ClusterFigures, cluster_docs, cluster_families
 from controller.collectives import JobState
-from controller.fabric import OPTIONAL, Fabric
+from controller.conductor import OPTIONAL, Conductor
 from controller.policy.manager import PolicyStatus
 from controller.telemetry import imbalance
 from controller.view import FabricView
@@ -514,7 +514,7 @@ class LoomMetrics:
 
     def __init__(
         self,
-        fabric: Fabric,
+        fabric: Conductor,
         registry: CollectorRegistry | None = None,
         policy: PolicyStatus | None = None,
         shim: ShimCounts | None = None,

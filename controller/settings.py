@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from controller.cluster.etcd import parse_url
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.qos import job_levels
 from controller.vocabulary import POLICIES
 

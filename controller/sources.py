@@ -4,7 +4,7 @@ A source turns what the core knows (``PlanInputs``: the learned topology, the ro
 computed from it, the tenant policy, link capacities) into plans under owners of its
 kinds. A full re-plan asks every source in turn and then drops every owner of those
 kinds that no source planned any more (a switch, host, flow, job or tenant that went).
-Sources never send anything: the conductor (``controller.fabric``) commits their plans
+Sources never send anything: the conductor (``controller.conductor``) commits their plans
 through the rule store, protected by fast failover where the owner kind follows routes.
 
 This module holds the sources that are a few lines each; delivery to hosts

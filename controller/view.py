@@ -24,11 +24,11 @@ from controller.telemetry import BucketSample, PortSample
 from controller.topology import Host, Link, Switch
 
 if TYPE_CHECKING:
-    from controller.fabric import Fabric
+    from controller.conductor import Conductor
 
 
 class FabricView:
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Conductor) -> None:
         self._f = fabric
 
     # -- what was learned -----------------------------------------------------

@@ -16,7 +16,7 @@ import networkx as nx
 
 from controller.cluster.roles import Roles
 from controller.cluster.shards import assign
-from controller.fabric import FabricConfig
+from controller.conductor import FabricConfig
 from controller.model import LldpFrame, Messages, PacketIn
 from tests.fakefabric import FakeFabric
 from tests.fakefabric.model import Trace

@@ -1,6 +1,6 @@
 """Loom's core driving the fake fabric: the whole controller minus Ryu's sockets.
 
-``LoomSim`` connects every switch of a topology graph to a ``Fabric`` core, encodes what
+``LoomSim`` connects every switch of a topology graph to a ``Conductor`` core, encodes what
 the core returns with ``controller.ofp.encode`` into real Ryu messages, applies them to
 a ``FakeFabric`` and carries packets both ways: PacketOuts are traced across the fake
 switches, and whatever a switch sends to the controller comes back as a packet-in.
@@ -15,8 +15,8 @@ from typing import Any
 
 import networkx as nx
 
+from controller.conductor import Conductor, FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import Fabric, FabricConfig
 from controller.model import (
     OFPP_LOCAL,
     ArpFrame,
@@ -81,7 +81,7 @@ class LoomSim:
         self.fake.addresses = lambda mac: self.view.address_of(mac)
         # Traffic engineering copies each new flow's packets to the controller: off unless
         # a test asks for it, so routing tests see plain unicast delivery.
-        self.core = Fabric(config or FabricConfig(te=TeConfig(enabled=False)))
+        self.core = Conductor(config or FabricConfig(te=TeConfig(enabled=False)))
         self.now = 0.0
         self.dp = StubDatapath()
         self.sent = 0
@@ -295,7 +295,7 @@ class LoomSim:
     def restart_controller(self, config: FabricConfig | None = None) -> list[Messages]:
         """A new controller process: the switches keep their tables and reconnect.
         Returns every batch of messages the new controller sent, for inspection."""
-        self.core = Fabric(config or self.core.config)
+        self.core = Conductor(config or self.core.config)
         sent: list[Messages] = []
         original = self.apply
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controller.cluster.etcd import EtcdClient, Snapshot, StoreUnavailable
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.jobspec import JobError, parse_job, split_lease
 from controller.model import Messages
 from controller.policy.manager import PolicyManager
@@ -47,7 +47,7 @@ class SharedState:
         self,
         client: EtcdClient,
         prefix: str,
-        fabric: Fabric,
+        fabric: Conductor,
         send: Callable[[Messages], None],
         policy: PolicyManager | None = None,
     ) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.model import Messages
 from controller.policy.loader import PolicyError, load_policy
 from controller.policy.schema import Policy
@@ -40,7 +40,7 @@ class PolicyManager:
     loop."""
 
     def __init__(
-        self, fabric: Fabric, path: str | None, load: Callable[[str], Policy] = load_policy
+        self, fabric: Conductor, path: str | None, load: Callable[[str], Policy] = load_policy
     ) -> None:
         self.fabric = fabric
         self.status = PolicyStatus(path)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import heap
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.model import ETH_TYPE_IPV4, CookieKind, EthFrame, PacketIn, make_cookie
 from mininet_scenarios.bench.scale import Watch, core_config, phase_tally, settle
 from mininet_scenarios.bench.scale_wire import Wire
@@ -47,7 +47,7 @@ def run_mode(spec: str, place_new: bool, rate: float, seconds: float, seed: int)
     graph = by_name(spec)
     base = core_config()
     config = dataclasses.replace(base, te=dataclasses.replace(base.te, place_new=place_new))
-    wire = Wire(graph, Fabric(config, time.perf_counter))
+    wire = Wire(graph, Conductor(config, time.perf_counter))
     heap.start()  # as the app does before the first switch (§7)
     watch = Watch(wire, spec, BUDGET_S)
     wire.watch = watch

@@ -4,7 +4,7 @@ fat-trees and dragonflies, over a fast fake wire (:mod:`~mininet_scenarios.bench
     python -m mininet_scenarios.bench.scale [--fabrics fat_tree:k=4,fat_tree:k=8,...]
         [--out results/scale] [--budget 600] [--quick]
 
-No Ryu, no sockets, no Mininet: ``controller.fabric.Fabric`` configured as the app
+No Ryu, no sockets, no Mininet: ``controller.conductor.Conductor`` configured as the app
 configures it with no ``LOOM_*`` variable and no policy file, fed the events a fabric of
 that size sends, in simulated time (0.1 s ticks, as the app). What is measured per size,
 each in a subprocess of its own so peak RSS is that size's:
@@ -14,7 +14,7 @@ each in a subprocess of its own so peak RSS is that size's:
    and no rule was sent for 3 simulated seconds. Core time (the sum of core calls, the
    wire's own work excluded) up to the last rule sent, wall and simulated time;
 2. the largest single core call of the bring-up, and its kind;
-3. a full recompute on the settled fabric (``Fabric.recompute``): time and messages;
+3. a full recompute on the settled fabric (``Conductor.recompute``): time and messages;
 4. one link cut and restored (aggregation-core on fat-trees, a global link on
    dragonflies): each PortStatus call, the next tick, the core time and largest call
    until every switch's routes are planned again (the planning left after a call runs
@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import heap
-from controller.fabric import Fabric, FabricConfig
+from controller.conductor import Conductor, FabricConfig
 from controller.jobspec import JobSpec
 from controller.settings import Settings
 from mininet_scenarios.bench.scale_report import TARGETS, report
@@ -417,7 +417,7 @@ def run_size(
     graph = by_name(spec)
     if ids == "shuffled":
         shuffle_ids(graph, spec)
-    fabric = Fabric(core_config(cluster), timer=time.perf_counter)
+    fabric = Conductor(core_config(cluster), timer=time.perf_counter)
     wire = Wire(graph, fabric)
     doc: dict[str, Any] = {
         "spec": spec,
@@ -530,7 +530,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def split_specs(text: str) -> list[str]:
-    """Fabric specs separated by ``;`` or by commas before a generator name (a spec's own
+    """Conductor specs separated by ``;`` or by commas before a generator name (a spec's own
     arguments contain commas: ``fat_tree:k=4,dragonfly:a=4,p=2,h=2,g=9``)."""
     specs: list[str] = []
     for part in text.replace(";", ",").split(","):

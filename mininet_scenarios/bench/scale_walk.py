@@ -1,6 +1,6 @@
 """Packets walked through what the scale wire's switches hold, after every call of a reroute.
 
-At size the core re-plans a failed link in slices (``Fabric.work``): for a while some
+At size the core re-plans a failed link in slices (``Conductor.work``): for a while some
 switches hold new routes and others old ones, and no packet may loop or be lost. The fake
 fabric checks that on small fabrics (``tests/fabric/test_reroute_slices.py``) but is far
 too slow at k=32, so this walks the wire's ``SwitchTable`` rules in the controller's own

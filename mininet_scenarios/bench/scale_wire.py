@@ -1,4 +1,4 @@
-"""A fast fake wire for the scale benchmark: the real core (``controller.fabric.Fabric``)
+"""A fast fake wire for the scale benchmark: the real core (``controller.conductor.Conductor``)
 driven by switches and hosts that are plain dictionaries.
 
 The test suite's fake fabric (``tests/sim.py``) encodes every message with Ryu and traces
@@ -26,7 +26,7 @@ from typing import Any
 import networkx as nx
 
 from controller import heap
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.model import (
     ETH_TYPE_ARP,
     ETH_TYPE_LLDP,
@@ -93,7 +93,7 @@ class Tally:
     calls: dict[str, CallStat] = field(default_factory=dict)
     core_s: float = 0.0
     largest: tuple[str, float, float] = ("", 0.0, 0.0)  # kind, seconds, simulated time
-    planning: dict[str, float] = field(default_factory=dict)  # Fabric.drain_timings
+    planning: dict[str, float] = field(default_factory=dict)  # Conductor.drain_timings
     out_msgs: Counter[str] = field(default_factory=Counter)  # controller -> switches
     out_bytes: Counter[str] = field(default_factory=Counter)
     in_msgs: Counter[str] = field(default_factory=Counter)  # switches -> controller
@@ -243,7 +243,10 @@ class Wire:
     ``total`` tallies everything, ``tally`` the current phase (replace it to start one)."""
 
     def __init__(
-        self, graph: nx.MultiGraph, fabric: Fabric, clock: Callable[[], float] = time.perf_counter
+        self,
+        graph: nx.MultiGraph,
+        fabric: Conductor,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.graph, self.fabric, self.clock = graph, fabric, clock
         self.view = FabricView(fabric)

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from controller import heap
-from controller.fabric import Fabric, FabricConfig
+from controller.conductor import Conductor, FabricConfig
 from mininet_scenarios.bench.patterns import cport_base
 from mininet_scenarios.bench.patterns_report import TRIMMED, WHOLE, summarize
 from mininet_scenarios.bench.scale import Watch, core_config, settle
@@ -142,7 +142,7 @@ def bring_up(
     graph = by_name(spec)
     heap.start()
     config = mode_config(mode, max_flows, max_candidates)
-    fabric = Fabric(config, timer=time.perf_counter)
+    fabric = Conductor(config, timer=time.perf_counter)
     wire = TrafficWire(graph, fabric, reported_mbps)
     watch = Watch(wire, f"{spec} {mode}", BUDGET_S)
     wire.watch = watch

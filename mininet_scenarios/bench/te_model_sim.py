@@ -31,7 +31,7 @@ from typing import Any
 
 import networkx as nx
 
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.flows import FlowKey
 from controller.model import (
     ETH_TYPE_IPV4,
@@ -82,7 +82,7 @@ class TrafficWire(Wire):
     reports 10,000 whatever shapes it)."""
 
     def __init__(
-        self, graph: nx.MultiGraph, fabric: Fabric, reported_mbps: float | None = None
+        self, graph: nx.MultiGraph, fabric: Conductor, reported_mbps: float | None = None
     ) -> None:
         super().__init__(graph, fabric)
         # bytes/s of each port's link: the background's base, whatever the port reports

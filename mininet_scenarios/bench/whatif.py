@@ -5,7 +5,7 @@ on a generated fabric under ``ecmp`` and ``loom``, from the rules Loom's own cor
         [--seed 1] [--bulk N] [--draws 16] [--modes ecmp,loom] [--out results/whatif]
     loom-whatif --check-k4 [--measured results/collectives/results.json] [--seeds 1]
 
-The core (``controller.fabric.Fabric``, configured as the app with no ``LOOM_*`` variable)
+The core (``controller.conductor.Conductor``, configured as the app with no ``LOOM_*`` variable)
 is brought up on the fabric over the scale benchmark's fake wire, exactly as
 ``bench_scale`` does, until every host is learned. Then, per mode:
 
@@ -50,7 +50,7 @@ from typing import Any
 
 import networkx as nx
 
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.jobspec import JobSpec, parse_job
 from mininet_scenarios.bench.scale import OverBudget, Watch, core_config, settle
 from mininet_scenarios.bench.scale_wire import Wire
@@ -188,7 +188,7 @@ class Links:
 def bring_up(spec: str, budget: float) -> tuple[Wire, dict[str, Any]]:
     """The core on ``spec`` over the scale wire, settled from cold (as ``bench_scale``)."""
     graph = by_name(spec)
-    wire = Wire(graph, Fabric(core_config(), timer=time.perf_counter))
+    wire = Wire(graph, Conductor(core_config(), timer=time.perf_counter))
     watch = Watch(wire, str(graph.graph.get("name", spec)), budget)
     wire.watch = watch
     hosts, switches = len(wire.hosts), len(wire.tables)

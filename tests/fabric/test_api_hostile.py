@@ -9,8 +9,8 @@ import time
 import pytest
 
 from controller.api import MAX_BODY_BYTES, LoomApi, Response
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.jobspec import MAX_ALL_TO_ALL_RANKS, MAX_RANKS
 from tests.sim import LoomSim
 from topologies import fat_tree

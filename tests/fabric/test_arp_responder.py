@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.model import ArpFrame, CookieKind, FlowMod, cookie_kind
 from controller.policy import parse_policy
 from tests.fabric.test_tenants import policy_text

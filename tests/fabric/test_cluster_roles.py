@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.model import FlowMod, GroupMod, Messages, MeterMod, PacketOut
 from controller.ofp.compat import parser
 from tests.cluster_sim import ClusterSim

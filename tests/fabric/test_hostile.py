@@ -4,8 +4,8 @@ garbage and forged discovery frames change nothing."""
 
 from __future__ import annotations
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.model import LldpFrame, PacketIn
 from tests.sim import LoomSim
 from topologies import fat_tree

@@ -11,8 +11,8 @@ from dataclasses import replace
 import pytest
 
 from controller.api import LoomApi
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.qos import COLLECTIVE, job_levels
 from controller.settings import Settings, SettingsError
 from tests.sim import LoomSim

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from controller.api import LoomApi, Response
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.model import CookieKind, PortStats
 from tests.sim import LoomSim
 from topologies import fat_tree

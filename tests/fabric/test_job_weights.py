@@ -11,8 +11,8 @@ import json
 import pytest
 
 from controller.api import LoomApi
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from tests.fabric.test_many_jobs import hops_per_link
 from tests.sim import LoomSim
 from topologies import leaf_spine

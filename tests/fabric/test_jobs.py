@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 
 from controller.api import LoomApi, Response
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.model import CookieKind, StatsKind, StatsRequest
 from tests.sim import LoomSim
 from topologies import fat_tree

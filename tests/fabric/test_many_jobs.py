@@ -14,8 +14,8 @@ import pytest
 from controller import jobs as jobs_module
 from controller import untangle as untangle_module
 from controller.api import LoomApi
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from tests.sim import LoomSim
 from topologies import fat_tree
 from topologies.graph import host_list

@@ -8,8 +8,8 @@ from typing import Any
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.metrics import METRICS, LoomMetrics
 from controller.model import GroupStats, PortStats
 from tests.sim import LoomSim

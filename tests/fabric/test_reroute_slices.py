@@ -11,8 +11,8 @@ import networkx as nx
 import pytest
 
 from controller import sources
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from tests.sim import LoomSim
 from topologies import dragonfly, fat_tree, shuffle_ids
 from topologies.graph import switch_graph

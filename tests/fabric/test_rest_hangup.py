@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from controller.api import LoomApi
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.metrics import LoomMetrics, ShimCounts
 from controller.model import Messages
 from tests.sim import LoomSim

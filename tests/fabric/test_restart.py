@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from controller import sources
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.model import (
     OFPP_LOCAL,
     ClearSwitch,

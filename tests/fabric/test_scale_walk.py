@@ -11,7 +11,7 @@ import networkx as nx
 import pytest
 
 from controller import sources
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.model import OFPP_IN_PORT, FlowMod, FlowRule, GroupMod, Match, Op, Output, Table
 from mininet_scenarios.bench.scale import Watch, core_config, pick_link, settle
 from mininet_scenarios.bench.scale_walk import RerouteWalk, Walker
@@ -130,7 +130,7 @@ def test_no_pair_loops_or_is_lost_after_any_slice_of_a_reroute(
     changes a switch is walked."""
     monkeypatch.setattr(sources, "ROUTE_SLICE_WORK", 1)
     config = dataclasses.replace(core_config(), fast_failover=failover)
-    wire = Wire(shuffle_ids(by_name(spec), spec), Fabric(config))
+    wire = Wire(shuffle_ids(by_name(spec), spec), Conductor(config))
     watch = Watch(wire, spec, 600.0)
     assert settle(wire, watch, cold=True)["settled"]
     ref = pick_link(wire)

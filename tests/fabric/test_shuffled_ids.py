@@ -10,8 +10,8 @@ from collections.abc import Callable
 import networkx as nx
 import pytest
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from tests.sim import LoomSim
 from topologies import dragonfly, fat_tree, shuffle_ids
 

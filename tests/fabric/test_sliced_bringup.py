@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from controller import fabric, protection, routekeeper, routing, sources, topology
+from controller import conductor, protection, routekeeper, routing, sources, topology
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from tests.sim import LoomSim
 from topologies import dragonfly, fat_tree
 
@@ -30,7 +30,7 @@ def smallest_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sources, "LAND_RULES_PER_CALL", 10)
     monkeypatch.setattr(sources, "BASE_PORTS_PER_CALL", 4)
     monkeypatch.setattr(sources, "ROUTE_SLICE_WORK", 1)
-    monkeypatch.setattr(fabric, "RESEND_PER_CALL", 2)
+    monkeypatch.setattr(conductor, "RESEND_PER_CALL", 2)
 
 
 def bring_up(sim: LoomSim) -> None:

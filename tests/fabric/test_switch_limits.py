@@ -12,8 +12,8 @@ import networkx as nx
 import pytest
 from ryu.ofproto import ofproto_v1_3 as ofp
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.jobspec import JobSpec
 from controller.limits import OPEN_VSWITCH, SwitchLimits
 from controller.model import CookieKind

@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.flows import FlowKey
 from controller.model import CookieKind, PortStats, Table, make_cookie
 from tests.fakefabric.model import Trace

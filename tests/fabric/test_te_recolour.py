@@ -8,8 +8,8 @@ import itertools
 import random
 from collections import Counter
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from tests.sim import LoomSim
 from topologies import fat_tree
 from topologies.graph import host_list

@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.graylinks import Marked
 from tests.fakefabric.model import Trace
 from tests.sim import LoomSim

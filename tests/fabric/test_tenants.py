@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.model import ArpFrame, CookieKind, FlowMod, GroupMod, MeterMod, PacketOut
 from controller.policy import parse_policy
 from controller.policy.manager import PolicyManager

@@ -1,5 +1,5 @@
 """The frame path's invariants, for one frame: ``frames.decode`` never raises and only a
-frame this controller signed decodes as LLDP; ``Fabric.packet_in`` answers any decoded
+frame this controller signed decodes as LLDP; ``Conductor.packet_in`` answers any decoded
 frame at any port within the bound; and forwarding does not change: the learned links
 and the learned hosts' places stay as they were, and unicast between hosts still
 arrives after a batch (``check_forwarding``)."""

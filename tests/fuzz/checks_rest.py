@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.api import LoomApi, Response
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.jobspec import KEYS as ALLOWED_KEYS
 from controller.policy.manager import PolicyManager
 from tests.fuzz.common import assert_bounded, record, short, stopwatch
@@ -65,7 +65,7 @@ class RestWorld:
         body = {"name": "resident", "tenant": "research", "hosts": self.host_ips[:4]}
         res = api.handle("POST", "/loom/v1/jobs", {}, json.dumps(body).encode(), AUTH)
         assert res.status == 201, res.body
-        self._pristine: tuple[Fabric, PolicyManager] = clone((sim.core, manager))
+        self._pristine: tuple[Conductor, PolicyManager] = clone((sim.core, manager))
         self.api = self._fresh()
         self.dirty = False
 

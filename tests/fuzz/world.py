@@ -7,7 +7,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.topology import Host, Link
 from tests.sim import LoomSim
 from topologies import fat_tree
@@ -29,7 +29,7 @@ tenants:
 """
 
 
-def store_snapshot(core: Fabric) -> StoreSnapshot:
+def store_snapshot(core: Conductor) -> StoreSnapshot:
     """Every rule the core believes it has sent, by owner and switch (rules are frozen)."""
     return {
         owner: {
@@ -40,12 +40,12 @@ def store_snapshot(core: Fabric) -> StoreSnapshot:
     }
 
 
-def link_map(core: Fabric) -> dict[tuple[int, int], tuple[int, int]]:
+def link_map(core: Conductor) -> dict[tuple[int, int], tuple[int, int]]:
     links: dict[tuple[int, int], Link] = core.topo.links
     return {src: link.dst for src, link in links.items()}
 
 
-def host_places(core: Fabric, macs: list[str]) -> dict[str, tuple[int, int, str | None]]:
+def host_places(core: Conductor, macs: list[str]) -> dict[str, tuple[int, int, str | None]]:
     hosts: dict[str, Host] = core.topo.hosts
     return {m: (hosts[m].dpid, hosts[m].port, hosts[m].ip) for m in macs if m in hosts}
 

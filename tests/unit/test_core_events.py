@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controller.arp import ARP_REPLY, ARP_REQUEST, BROADCAST, ZERO_IP
-from controller.fabric import Fabric, FabricConfig
+from controller.conductor import Conductor, FabricConfig
 from controller.model import (
     CONTROLLER_MAC,
     META_FROM_FABRIC,
@@ -42,15 +42,15 @@ def ports(*nums: int) -> list[PortDesc]:
     return [PortDesc(n) for n in nums]
 
 
-def up(f: Fabric, dpid: int, port_list: list[PortDesc], now: float = 0.0) -> None:
+def up(f: Conductor, dpid: int, port_list: list[PortDesc], now: float = 0.0) -> None:
     """A new switch connects and reports that it holds nothing."""
     f.switch_up(now, dpid, port_list)
     f.switch_state(now, dpid, [], [], [])
 
 
-def line_fabric() -> Fabric:
+def line_fabric() -> Conductor:
     """Two switches 1 and 2 linked 1:3 <-> 2:3; hosts will sit on port 1 of each."""
-    f = Fabric(FabricConfig(lldp_interval=1.0, lldp_timeout=3.5))
+    f = Conductor(FabricConfig(lldp_interval=1.0, lldp_timeout=3.5))
     up(f, 1, ports(1, 2, 3))
     up(f, 2, ports(1, 2, 3))
     f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3)))
@@ -70,7 +70,7 @@ def packet_outs(msgs: Messages, dpid: int) -> list[PacketOut]:
 
 
 def test_switch_up_reads_the_switch_first_then_installs_the_base_pipeline() -> None:
-    f = Fabric()
+    f = Conductor()
     out = f.switch_up(5.0, 7, ports(1, 2))
     reads = [m for m in out[7] if isinstance(m, StatsRequest)]
     assert {r.kind for r in reads} == {StatsKind.FLOW, StatsKind.GROUP_DESC, StatsKind.METER_CONFIG}
@@ -85,7 +85,7 @@ def test_switch_up_reads_the_switch_first_then_installs_the_base_pipeline() -> N
 
 
 def test_lldp_discovers_links_and_batches_the_replan_into_tick() -> None:
-    f = Fabric()
+    f = Conductor()
     up(f, 1, ports(1, 3))
     up(f, 2, ports(1, 3))
     assert f.packet_in(0.1, PacketIn(2, 3, LldpFrame(1, 3))) == {}
@@ -109,7 +109,7 @@ def test_lldp_discovers_links_and_batches_the_replan_into_tick() -> None:
     ]
 
 
-def ticks(f: Fabric, start: float, end: float) -> Messages:
+def ticks(f: Conductor, start: float, end: float) -> Messages:
     """Tick every 0.1 s as the shim does: a controller that ticks is there to hear LLDP
     (time in which it did not tick is excused, see the tests below)."""
     out: Messages = {}
@@ -256,7 +256,7 @@ def _hits(rules: SwitchRules, address: str) -> list[FlowRule]:
 
 
 def test_port_down_sends_only_the_difference() -> None:
-    f = Fabric(FabricConfig(fast_failover=False))  # plain routes: no failover groups
+    f = Conductor(FabricConfig(fast_failover=False))  # plain routes: no failover groups
     for dpid in (1, 2, 3):
         up(f, dpid, ports(1, 2, 3))
     # triangle: 1:2-2:2, 2:3-3:3, 1:3-3:2
@@ -305,7 +305,7 @@ def test_switch_down_removes_its_links_and_hosts() -> None:
 
 
 def test_host_learned_while_discovery_is_pending_plans_on_the_fresh_graph() -> None:
-    f = Fabric()
+    f = Conductor()
     for dpid in (1, 2, 3):
         up(f, dpid, ports(1, 2, 3))
     f.packet_in(0.1, PacketIn(2, 2, LldpFrame(1, 2)))
@@ -348,7 +348,7 @@ def test_described_dragonfly_groups_follow_the_links_not_the_last_plan() -> None
     """The topology view names the groups of the links it lists, even in the tick between
     the last link arriving and the re-plan it triggers."""
     g = dragonfly(a=4, p=1, h=1, g=5)
-    f = Fabric()
+    f = Conductor()
     dpid = {sw: g.nodes[sw]["dpid"] for sw in switches(g)}
     for sw in switches(g):
         up(f, dpid[sw], [PortDesc(e.port) for e in link_ends(g, sw)])

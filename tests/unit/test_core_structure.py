@@ -8,7 +8,7 @@ import pytest
 
 from controller import sources
 from controller.addressing import pmac
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.jobspec import JobError, parse_job
 from controller.model import (
     CookieKind,
@@ -37,7 +37,7 @@ jobs:
 
 
 def test_every_owner_kind_but_quiet_is_swept_by_exactly_one_source() -> None:
-    core = Fabric()
+    core = Conductor()
     swept = [kind for source in core.sources for kind in source.kinds]
     assert sorted(swept) == sorted(set(OwnerKind) - {OwnerKind.QUIET})
     assert core.sources[-1] is core.failover  # it protects what the others planned

@@ -25,8 +25,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from controller.api import LoomApi, Response
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.launcher.child import Placement
 from controller.launcher.client import LoomClient, LoomError
 from controller.launcher.options import parse_run

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import networkx as nx
 
+from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.fabric import FabricConfig
 from controller.model import GroupRule
 from controller.protection import MAX_TUNNELS, protect, protection_plans, tunnel_ids
 from tests.sim import LoomSim

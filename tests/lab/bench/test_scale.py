@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.fabric import Fabric
+from controller.conductor import Conductor
 from controller.model import (
     ETH_TYPE_ARP,
     ETH_TYPE_LLDP,
@@ -38,7 +38,7 @@ from topologies import fat_tree
 
 @pytest.fixture
 def settled() -> tuple[Wire, dict[str, object]]:
-    wire = Wire(fat_tree(4), Fabric(core_config(), timer=time.perf_counter))
+    wire = Wire(fat_tree(4), Conductor(core_config(), timer=time.perf_counter))
     result = settle(wire, Watch(wire, "k=4", budget=60.0), cold=True)
     return wire, result
 

@@ -1,6 +1,6 @@
 """The core: domain events in, OpenFlow-shaped messages out.
 
-``Fabric`` never sleeps, never reads a clock and never imports Ryu: the shim passes
+``Conductor`` never sleeps, never reads a clock and never imports Ryu: the shim passes
 ``now`` and sends what each method returns. Topology changes re-plan every part;
 a host appearing re-plans only its destination switch; discovery bursts are batched
 into the next ``tick`` while a port going down is handled at once.
@@ -86,7 +86,7 @@ LLDP_RATE = 1000.0  # LLDP frames a second at most (k=16: each port every 4.1 s)
 OPTIONAL = (OwnerKind.FLOW, OwnerKind.JOB, OwnerKind.QUIET)
 
 
-class Fabric:
+class Conductor:
     """The conductor: turns each event into work for the plan sources and commits their
     plans. ``timer`` (e.g. ``time.perf_counter``) only measures planning time."""
 
