@@ -29,7 +29,8 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from controller.placement import Demand, Link, Path
+from controller.model import PortRef
+from controller.placement import Demand, Path
 
 Far = Callable[[Any], Mapping[int, Any]]  # a switch's ports and the switch at each far end
 
@@ -185,7 +186,7 @@ class Clos:
             hops = [flow.src, a, core, b, flow.dst]
         return tuple(self._link(u, v) for u, v in itertools.pairwise(hops))
 
-    def _link(self, u: int, v: int) -> Link:
+    def _link(self, u: int, v: int) -> PortRef:
         return (u, self.port[(u, v)])
 
 

@@ -25,12 +25,13 @@ from controller.model import (
     Match,
     MatchValue,
     Output,
+    PortRef,
     SwitchRules,
     Table,
     make_cookie,
 )
 from controller.owners import Plan
-from controller.placement import Demand, Link, Path, minimal_paths, place, reverse_path
+from controller.placement import Demand, Path, minimal_paths, place, reverse_path
 from controller.qos import CLASSES, COLLECTIVE, TrafficClass, ack_marks, mark
 from controller.routing import Routes
 from controller.topology import Host, Topology
@@ -69,11 +70,11 @@ class JobState:
     def bytes(self) -> int:
         return sum(self.bytes_by_rule.values())
 
-    def link_load(self, weighed: bool = True) -> dict[Link, float]:
+    def link_load(self, weighed: bool = True) -> dict[PortRef, float]:
         """What the job's pairs put on each link: weighed by its ``claim`` (what placement
         balances) or as the rates they would send at (what a link can carry)."""
         scale = self.claim if weighed else 1.0
-        load: dict[Link, float] = {}
+        load: dict[PortRef, float] = {}
         for pair, path in self.paths.items():
             for link in path:
                 load[link] = load.get(link, 0.0) + self.rates[pair] * scale
@@ -84,8 +85,8 @@ def place_job(
     job: JobState,
     topo: Topology,
     routes: Routes,
-    capacity: Callable[[Link], float],
-    load: Mapping[Link, float],
+    capacity: Callable[[PortRef], float],
+    load: Mapping[PortRef, float],
     server_of: Mapping[str, str] | None = None,
 ) -> None:
     """Choose a path for every pair of ``job`` given the ``load`` of earlier jobs. A pair

@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from controller.collectives import JobState
-from controller.placement import Link, Path
+from controller.model import PortRef
+from controller.placement import Path
 
 
 @dataclass(frozen=True)
 class JobHealth:
     busbw_bps: float
-    limiting_link: Link | None  # the source port of the busiest link the job crosses
+    limiting_link: PortRef | None  # the source port of the busiest link the job crosses
     utilization: float  # that link's measured load / capacity
     sharing_jobs: tuple[str, ...]
     sharing_flows: int
@@ -38,7 +39,7 @@ def rank_rates(job: JobState) -> dict[str, float]:
     return out
 
 
-def job_links(job: JobState, access: Callable[[str], Link | None]) -> set[Link]:
+def job_links(job: JobState, access: Callable[[str], PortRef | None]) -> set[PortRef]:
     """Every directed link the job's pairs cross, with each receiver's own link."""
     links = {hop for path in job.paths.values() for hop in path}
     for _src, dst in job.paths:
@@ -50,8 +51,8 @@ def job_links(job: JobState, access: Callable[[str], Link | None]) -> set[Link]:
 
 def health(
     jobs: Iterable[JobState],
-    access: Callable[[str], Link | None],
-    utilization: Callable[[Link], float],
+    access: Callable[[str], PortRef | None],
+    utilization: Callable[[PortRef], float],
     pinned: Iterable[Path],
 ) -> dict[str, JobHealth]:
     """Every job's health at once: each job's links are gathered once and the pinned
@@ -59,7 +60,7 @@ def health(
     product (one job's health beside every other's, per job, grew as jobs squared)."""
     jobs = list(jobs)
     links = {j.spec.name: job_links(j, access) for j in jobs}
-    on_link: dict[Link, list[str]] = {}
+    on_link: dict[PortRef, list[str]] = {}
     for name, mine in links.items():
         for link in mine:
             on_link.setdefault(link, []).append(name)

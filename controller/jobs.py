@@ -8,9 +8,8 @@ from collections.abc import Iterable
 
 from controller.collectives import JobState, job_plan, place_job
 from controller.jobspec import JobError, JobSpec, brief
-from controller.model import CookieKind, FlowStats, cookie_kind
+from controller.model import CookieKind, FlowStats, PortRef, cookie_kind
 from controller.owners import Owner, OwnerKind, Plans
-from controller.placement import Link
 from controller.priorities import compress, sharing
 from controller.qos import COLLECTIVE, TrafficClass
 from controller.servers import server_of_ip
@@ -122,7 +121,7 @@ class JobBook:
         """(Re)place the named jobs in booking order, each seeing the load of the jobs
         booked before it, and build their rules."""
         wanted = set(names)
-        load: dict[Link, float] = {}
+        load: dict[PortRef, float] = {}
         booked = sorted(self.jobs.values(), key=lambda j: (-j.spec.priority, j.order))
         heaviest = max((j.spec.weight for j in booked), default=1)
         for job in booked:

@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import cast
 
+from controller.model import PortRef
 from controller.routing import Routes
 
-Link = tuple[int, int]  # (dpid, out_port)
-Path = tuple[Link, ...]
-Load = Callable[[Link], float]  # a link's load, as a share of its capacity
+Path = tuple[PortRef, ...]
+Load = Callable[[PortRef], float]  # a link's load, as a share of its capacity
 
 _MIX = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: neighbouring turns land far apart
 _MASK = (1 << 64) - 1
@@ -88,7 +88,7 @@ def least_loaded_path(
         best[node] = top
     if best[src][0] == float("inf"):
         return None
-    path: list[Link] = []
+    path: list[PortRef] = []
     node = src
     while node != dst:
         port, nxt = via[node]

@@ -21,10 +21,10 @@ from typing import cast
 
 import networkx as nx
 
+from controller.model import PortRef
 from controller.routing import Routes, ecmp_next_hops
 
-Link = tuple[int, int]  # (dpid, out_port): a directed fabric link, named by its source end
-Path = tuple[Link, ...]  # fabric hops from the ingress switch to the egress switch
+Path = tuple[PortRef, ...]  # fabric hops (each named by its source port), ingress to egress switch
 
 
 # ---------------------------------------------------------------------------
@@ -42,7 +42,7 @@ def minimal_paths(routes: Routes, src: int, dst: int, limit: int = 16) -> list[P
     if dst not in routes.index:
         return []
     hops = routes.hops_to(dst)
-    peer = cast(Mapping[Link, int], routes.peer())
+    peer = cast(Mapping[PortRef, int], routes.peer())
     far = cast(Callable[[int], Mapping[int, int]], routes.peer().of)
     ahead = _paths_ahead(hops, far, src, dst)
     if ahead.get(src, 0) <= limit:
@@ -75,7 +75,7 @@ def _paths_ahead(
 
 def _sample(
     hops: Mapping[Hashable, tuple[int, ...]],
-    peer: Mapping[Link, int],
+    peer: Mapping[PortRef, int],
     ahead: Mapping[int, int],
     src: int,
     dst: int,
@@ -99,7 +99,7 @@ def _sample(
 
 
 def _walk(
-    peer: Mapping[Link, int],
+    peer: Mapping[PortRef, int],
     next_ports: Callable[[int], tuple[int, ...]],
     src: int,
     dst: int,
@@ -126,7 +126,7 @@ def _lookup(table: dict[int, tuple[int, ...]]) -> Callable[[int], tuple[int, ...
 
 def is_minimal(routes: Routes, path: Path, src: int, dst: int) -> bool:
     """Whether ``path`` leads from ``src`` to ``dst`` along next hops only."""
-    node, peer = src, cast(Mapping[Link, int], routes.peer())
+    node, peer = src, cast(Mapping[PortRef, int], routes.peer())
     for u, port in path:
         if u != node or port not in routes.next_ports(u, dst):
             return False
@@ -184,7 +184,7 @@ def valiant_paths(
         if mid not in cache:
             hops = ecmp_next_hops(routes.graph, mid, routes.costs)
             cache[mid] = {cast(int, u): tuple(p for p, _ in nh) for u, nh in hops.items()}
-        first = _walk(cast(Mapping[Link, int], routes.peer()), _lookup(cache[mid]), src, mid, 1)
+        first = _walk(cast(Mapping[PortRef, int], routes.peer()), _lookup(cache[mid]), src, mid, 1)
         second = minimal_paths(routes, mid, dst, 1)
         if not first or not second:
             continue
@@ -260,11 +260,13 @@ class Placement:
 
 
 class _Loads:
-    def __init__(self, capacity: Mapping[Link, float], background: Mapping[Link, float]) -> None:
+    def __init__(
+        self, capacity: Mapping[PortRef, float], background: Mapping[PortRef, float]
+    ) -> None:
         self.capacity = capacity
-        self.load: dict[Link, float] = dict(background)
+        self.load: dict[PortRef, float] = dict(background)
 
-    def util(self, link: Link, extra: float = 0.0) -> float:
+    def util(self, link: PortRef, extra: float = 0.0) -> float:
         cap = self.capacity.get(link, 0.0)
         used = self.load.get(link, 0.0) + extra
         return used / cap if cap > 0 else (float("inf") if used > 0 else 0.0)
@@ -288,7 +290,7 @@ class _Loads:
         """The objective were a flow of ``rate`` moved from ``old`` to ``new``, from the
         ``snap`` of the loads as they are: only the links either path crosses change, so
         a trial move costs its paths' length, not the fabric's links."""
-        delta: dict[Link, float] = {}
+        delta: dict[PortRef, float] = {}
         for link in old:
             delta[link] = delta.get(link, 0.0) - rate
         for link in new:
@@ -313,9 +315,9 @@ _TOP_LINKS = 32
 class _Snapshot:
     """Every loaded link's utilisation, their sum of squares and the busiest few."""
 
-    utils: dict[Link, float]
+    utils: dict[PortRef, float]
     sumsq: float
-    top: list[tuple[float, Link]]
+    top: list[tuple[float, PortRef]]
 
     @property
     def objective(self) -> tuple[float, float]:
@@ -335,8 +337,8 @@ def _key_order(key: Hashable) -> str:
 
 def place(
     demands: Iterable[Demand],
-    capacity: Mapping[Link, float],
-    background: Mapping[Link, float] | None = None,
+    capacity: Mapping[PortRef, float],
+    background: Mapping[PortRef, float] | None = None,
     *,
     margin: float = 0.05,
     max_rounds: int = 200,
@@ -382,7 +384,7 @@ def _improve(
     off the hottest link, or else off the next hottest ones over capacity (a link no flow
     can leave, such as a host's, must not stop the others from being relieved)."""
     by_key = {d.key: d for d in items}
-    on_link: dict[Link, set[Hashable]] = {}  # the flows each link carries
+    on_link: dict[PortRef, set[Hashable]] = {}  # the flows each link carries
     for d in items:
         for link in chosen[d.key]:
             on_link.setdefault(link, set()).add(d.key)
@@ -446,8 +448,8 @@ def _better(obj: tuple[float, float], base: tuple[float, float], margin: float) 
 
 def _search(
     items: list[Demand],
-    capacity: Mapping[Link, float],
-    background: Mapping[Link, float],
+    capacity: Mapping[PortRef, float],
+    background: Mapping[PortRef, float],
     budget: int,
     full: float = 1.0 + 1e-9,
 ) -> dict[Hashable, Path] | None:

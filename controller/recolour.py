@@ -21,7 +21,8 @@ from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping
 
 from controller.clos import Far, from_colouring
-from controller.placement import Demand, Link, Placement, place
+from controller.model import PortRef
+from controller.placement import Demand, Placement, place
 
 log = logging.getLogger("loom.te")
 WAIT = 5.0  # seconds before the colouring is tried again for the same elephants
@@ -38,8 +39,8 @@ class Recolouring:
         self,
         now: float,
         demands: list[Demand],
-        cap: Mapping[Link, float],
-        background: Mapping[Link, float],
+        cap: Mapping[PortRef, float],
+        background: Mapping[PortRef, float],
         far: Far,
         leaves: Iterable[int],
         placement: Placement,

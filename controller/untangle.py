@@ -34,7 +34,8 @@ from typing import cast
 from controller.clos import Far, from_colouring
 from controller.collectives import JobState
 from controller.jobspec import Pair
-from controller.placement import Demand, Link, place
+from controller.model import PortRef
+from controller.placement import Demand, place
 
 FULL = 1.05  # a link within 5 % of its capacity is full, not over (measured, not exact)
 # Beyond this many pairs, jobs are placed one by one only. At k=32, every host in a ring
@@ -46,12 +47,12 @@ SEARCH_BUDGET = 1_000_000  # paths the exact search weighs (~1.5 s of core time 
 
 
 def bottlenecks(
-    jobs: Iterable[JobState], capacity: Callable[[Link], float], weighed: bool = True
+    jobs: Iterable[JobState], capacity: Callable[[PortRef], float], weighed: bool = True
 ) -> dict[str, float]:
     """Each job's worst link utilisation under the load of every job (pairs weighed by
     their jobs' claims, or at the rates they would send at)."""
     loads = {j.spec.name: j.link_load(weighed) for j in jobs}
-    total: dict[Link, float] = {}
+    total: dict[PortRef, float] = {}
     for mine in loads.values():
         for link, rate in mine.items():
             total[link] = total.get(link, 0.0) + rate
@@ -64,7 +65,7 @@ def bottlenecks(
 
 def untangle(
     jobs: list[JobState],
-    capacity: Callable[[Link], float],
+    capacity: Callable[[PortRef], float],
     far: Far | None = None,
     leaves: Iterable[int] = (),
 ) -> set[str]:
@@ -114,9 +115,9 @@ def _job(d: Demand) -> str:
     return cast(tuple[str, Pair], d.key)[0]
 
 
-def _worst(demands: list[Demand], capacity: Callable[[Link], float]) -> float:
+def _worst(demands: list[Demand], capacity: Callable[[PortRef], float]) -> float:
     """The busiest link's utilisation with every demand on its current path."""
-    load: dict[Link, float] = {}
+    load: dict[PortRef, float] = {}
     for d in demands:
         for link in d.current or ():
             load[link] = load.get(link, 0.0) + d.rate

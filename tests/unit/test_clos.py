@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.clos import Flow, clos_paths, colour_edges, from_colouring
-from controller.placement import Demand, Link, Path, is_minimal, minimal_paths, place
+from controller.model import PortRef
+from controller.placement import Demand, Path, is_minimal, minimal_paths, place
 from controller.routing import Routes, compute_routes
 from tests.graphs import learned_topology
 from topologies import dragonfly, fat_tree, leaf_spine
@@ -119,7 +120,7 @@ def test_a_permutation_placed_one_by_one_is_recoloured_keeping_many_of_its_paths
     topo = learned_topology(fat_tree(16))
     hosts = sorted(topo.hosts.values(), key=lambda h: (h.dpid, h.port))
     routes = compute_routes(topo.graph(), sorted({h.dpid for h in hosts}))
-    capacity: dict[Link, float] = {
+    capacity: dict[PortRef, float] = {
         (u, k): 1.0 for u, edges in routes.out.items() for k, _, _ in edges if isinstance(u, int)
     }
     perm = hosts[:]

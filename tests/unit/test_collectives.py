@@ -9,7 +9,7 @@ import pytest
 
 from controller.collectives import JobState, place_job
 from controller.jobspec import JobError, JobSpec, parse_job
-from controller.placement import Link
+from controller.model import PortRef
 from controller.routing import compute_routes
 from tests.graphs import learned_topology
 from topologies import fat_tree
@@ -29,7 +29,7 @@ def job(ips: list[str], name: str = "j", pattern: str = "ring") -> JobState:
     return JobState(JobSpec(name, "t", tuple(ips), pattern), 1)
 
 
-def hops_per_link(state: JobState) -> Counter[Link]:
+def hops_per_link(state: JobState) -> Counter[PortRef]:
     return Counter(link for path in state.paths.values() for link in path)
 
 

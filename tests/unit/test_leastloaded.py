@@ -12,8 +12,8 @@ import pytest
 
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.flows import FlowKey
-from controller.leastloaded import Link, Path, least_loaded_path
-from controller.model import ETH_TYPE_IPV4, EthFrame
+from controller.leastloaded import Path, least_loaded_path
+from controller.model import ETH_TYPE_IPV4, EthFrame, PortRef
 from controller.placement import is_minimal
 from controller.routing import compute_routes
 from tests.graphs import edge_of, learned_topology, switch_digraph
@@ -29,7 +29,7 @@ DPID_NAME = {FAT8.nodes[n]["dpid"]: n for n in FAT8.nodes if FAT8.nodes[n]["kind
 
 def place_in_turn(pairs: list[tuple[str, str]], fanout: int = 8) -> dict[int, Path]:
     """Each flow on the least-loaded path, the load being the flows placed before it."""
-    load: Counter[Link] = Counter()
+    load: Counter[PortRef] = Counter()
     placed = {}
     for turn, (s, d) in enumerate(pairs):
         src, dst = edge_of(FAT8, s), edge_of(FAT8, d)
@@ -76,7 +76,7 @@ def test_ties_spread_over_every_uplink_and_core_switch() -> None:
     pair between pods reaches every core switch, each about as often."""
     src, dst = edge_of(FAT8, "h1"), edge_of(FAT8, "h17")
     cores: Counter[int] = Counter()
-    uplinks: Counter[Link] = Counter()
+    uplinks: Counter[PortRef] = Counter()
     for turn in range(40000, 40512):
         found = least_loaded_path(ROUTES8, src, dst, lambda link: 0.0, turn)
         assert found is not None and found[1]

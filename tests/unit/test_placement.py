@@ -11,10 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.engineer import TeConfig, TrafficEngineer
-from controller.model import PortStats
+from controller.model import PortRef, PortStats
 from controller.placement import (
     Demand,
-    Link,
     Path,
     _Loads,
     estimate_demands,
@@ -51,7 +50,7 @@ def demands_for(
     return out
 
 
-def link_flows(placement_paths: Mapping[Hashable, Path]) -> Counter[Link]:
+def link_flows(placement_paths: Mapping[Hashable, Path]) -> Counter[PortRef]:
     return Counter(link for path in placement_paths.values() for link in path)
 
 
@@ -200,8 +199,8 @@ def test_placement_of_thousands_of_demands_over_capacity_returns() -> None:
     """More demands than the exact search may take (it recursed once per demand and hit
     Python's recursion limit on a 40-rank all-to-all): the greedy placement answers.
     1,500 demands fit alone on links of their own; three more cannot share two links."""
-    own: list[Link] = [(i, 1) for i in range(1500)]
-    shared: list[Link] = [(-1, 1), (-2, 1)]
+    own: list[PortRef] = [(i, 1) for i in range(1500)]
+    shared: list[PortRef] = [(-1, 1), (-2, 1)]
     capacity = dict.fromkeys(own + shared, 1.0)
     demands = [Demand(i, 0.5, ((link,),)) for i, link in enumerate(own)]
     demands += [Demand(f"x{i}", 0.6, tuple((link,) for link in shared)) for i in range(3)]

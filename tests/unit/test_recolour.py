@@ -7,7 +7,8 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 
-from controller.placement import Demand, Link, minimal_paths, place
+from controller.model import PortRef
+from controller.placement import Demand, minimal_paths, place
 from controller.recolour import WAIT, Recolouring
 from controller.routing import compute_routes
 from tests.graphs import learned_topology
@@ -17,7 +18,7 @@ TOPO = learned_topology(fat_tree(16))
 HOSTS = sorted(TOPO.hosts.values(), key=lambda h: (h.dpid, h.port))
 ROUTES = compute_routes(TOPO.graph(), sorted({h.dpid for h in HOSTS}))
 LEAVES = {h.dpid for h in HOSTS}
-CAP: dict[Link, float] = {
+CAP: dict[PortRef, float] = {
     (u, k): 1.0 for u, edges in ROUTES.out.items() for k, _, _ in edges if isinstance(u, int)
 }
 
