@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 
 import networkx as nx
 
-Link = tuple[int, int, int]  # (port, peer, peer port)
+PortPeer = tuple[int, int, int]  # (port, peer, peer port)
 Hop = tuple[int, int]  # (switch, out port)
 Path = tuple[Hop, ...]
-Adjacency = dict[int, list[Link]]  # switch -> its links in port order
+Adjacency = dict[int, list[PortPeer]]  # switch -> its links in port order
 
 _NONE: frozenset[int] = frozenset()
 
@@ -38,7 +38,7 @@ def adjacency(g: nx.MultiDiGraph) -> Adjacency:
     return adj
 
 
-def read_links(g: nx.MultiDiGraph, switch: int) -> tuple[Link, ...]:
+def read_links(g: nx.MultiDiGraph, switch: int) -> tuple[PortPeer, ...]:
     """One switch's links in port order (none if it is not in the graph)."""
     if switch not in g:
         return ()
@@ -51,13 +51,13 @@ def read_links(g: nx.MultiDiGraph, switch: int) -> tuple[Link, ...]:
     )
 
 
-class Fabric:
+class DetourGraph:
     """The switch graph as the detour search reads it: per switch its links in port
     order, and the sets of switches it links to and from (what the layers are grown
     with). Kept up to date one switch at a time, so a link event costs its two ends."""
 
     def __init__(self) -> None:
-        self.links: dict[int, tuple[Link, ...]] = {}
+        self.links: dict[int, tuple[PortPeer, ...]] = {}
         self._ports: dict[int, dict[int, tuple[int, int]]] = {}  # switch -> port -> far end
         self._out: dict[int, frozenset[int]] = {}
         self._in: dict[int, frozenset[int]] = {}
@@ -65,13 +65,13 @@ class Fabric:
         self._stale: set[int] = set()  # switches whose in-set awaits a rebuild
 
     @classmethod
-    def of(cls, adj: Mapping[int, Iterable[Link]]) -> Fabric:
-        fabric = cls()
+    def of(cls, adj: Mapping[int, Iterable[PortPeer]]) -> DetourGraph:
+        graph = cls()
         for switch, links in adj.items():
-            fabric.set_links(switch, tuple(sorted(links)))
-        return fabric
+            graph.set_links(switch, tuple(sorted(links)))
+        return graph
 
-    def set_links(self, switch: int, links: tuple[Link, ...]) -> tuple[list[Hop], list[Hop]]:
+    def set_links(self, switch: int, links: tuple[PortPeer, ...]) -> tuple[list[Hop], list[Hop]]:
         """Give ``switch`` these links (in port order); return the hops that went and
         those that came (a port now cabled elsewhere is both)."""
         old = self.links.get(switch, ())
@@ -247,8 +247,8 @@ def _joined(
 def detour(g: nx.MultiDiGraph, u: int, port: int, adj: Adjacency | None = None) -> list[Hop] | None:
     """Hops (switch, out port) from u to the far end of u:port, avoiding that link in
     both directions: shortest, lowest ports first. Indexes the whole graph: for many
-    searches, keep a ``Fabric``."""
-    hops = Fabric.of(adjacency(g) if adj is None else adj).detour(u, port)
+    searches, keep a ``DetourGraph``."""
+    hops = DetourGraph.of(adjacency(g) if adj is None else adj).detour(u, port)
     return None if hops is None else list(hops)
 
 
@@ -299,7 +299,7 @@ class DetourBook:
         self._stranded.clear()
         return again
 
-    def search(self, fabric: Fabric, budget: int | None) -> list[tuple[Hop, Path | None]]:
+    def search(self, graph: DetourGraph, budget: int | None) -> list[tuple[Hop, Path | None]]:
         """Search the waiting links' detours, lowest link first, at most ``budget``."""
         if budget is None or budget >= len(self.pending):
             todo = sorted(self.pending)
@@ -307,7 +307,7 @@ class DetourBook:
             todo = heapq.nsmallest(max(budget, 0), self.pending)
         found = []
         for link in todo:
-            path = fabric.detour(*link)
+            path = graph.detour(*link)
             self.pending.discard(link)
             self.paths[link] = path
             if path is None:

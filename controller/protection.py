@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import networkx as nx
 
-from controller.detours import DetourBook, Fabric, Path, read_links
+from controller.detours import DetourBook, DetourGraph, Path, read_links
 from controller.detours import Hop as Hop  # (re-exported: callers import them from here)
 from controller.detours import adjacency as adjacency
 from controller.detours import detour as detour
@@ -135,7 +135,7 @@ class ProtectionPlanner:
     its entries in ``Protection``), so callers skip it by identity."""
 
     def __init__(self) -> None:
-        self._fabric = Fabric()
+        self._graph = DetourGraph()
         self._book = DetourBook()
         self.fresh = False  # re-search every detour when a link comes (see FabricConfig)
         self._live: set[Hop] = set()
@@ -170,7 +170,7 @@ class ProtectionPlanner:
         this many detour searches in this call, and links read and ports rebuilt in
         proportion (None: everything at once)."""
         if changed is None or not self._read_once:
-            self._unread = set(g) | set(self._fabric.links)
+            self._unread = set(g) | set(self._graph.links)
             self._dirty.update(self._unread, self._plans)  # every switch rebuilt and compared
         else:
             self._unread |= self._touched(g, changed)
@@ -188,7 +188,7 @@ class ProtectionPlanner:
         self._came += came
         if not self._unread:
             self._apply(known)
-            for link, path in self._book.search(self._fabric, budget):
+            for link, path in self._book.search(self._graph, budget):
                 self._add_tunnel(link, path)
                 self._dirty.add(link[0])
             if not self._book.pending:
@@ -217,12 +217,12 @@ class ProtectionPlanner:
         went (it brings or takes the links on both sides)."""
         out = set(changed)
         for switch in list(out):
-            peers = self._fabric.neighbours(switch)
+            peers = self._graph.neighbours(switch)
             if switch in g:
                 peers.update(g.succ[switch], g.pred[switch])
-            came_or_went = (switch in g) != self._fabric.has(switch)
+            came_or_went = (switch in g) != self._graph.has(switch)
             for peer in peers:
-                if came_or_went or (peer in g) != self._fabric.has(peer):
+                if came_or_went or (peer in g) != self._graph.has(peer):
                     out.add(peer)
         return out
 
@@ -231,7 +231,7 @@ class ProtectionPlanner:
         went: list[Hop] = []
         came: list[Hop] = []
         for switch in switches:
-            gone, new = self._fabric.set_links(switch, read_links(g, switch))
+            gone, new = self._graph.set_links(switch, read_links(g, switch))
             if gone or new:
                 self._dirty.add(switch)
                 went += gone
@@ -302,7 +302,7 @@ class ProtectionPlanner:
                 self._groups.pop(link, None)
         for link in sorted(self._ids.keys() & self._live):
             self._book.add(link)
-        self._dirty.update(self._fabric.links, self._plans, self._flows)
+        self._dirty.update(self._graph.links, self._plans, self._flows)
         self._tunnels.clear()
         self._flows.clear()
         self._ends.clear()
@@ -313,7 +313,7 @@ class ProtectionPlanner:
         """Lay the tunnel of ``link``'s detour (one of a single hop needs none)."""
         if path is None or len(path) < 2:
             return
-        end = self._fabric.peer(path[-1])
+        end = self._graph.peer(path[-1])
         assert end is not None, "a detour just found or kept runs over live hops"
         parts = _tunnel_rules(path, self._ids[link], *end)
         self._tunnels[link] = parts
@@ -351,7 +351,7 @@ class ProtectionPlanner:
             if limit is not None and ports >= limit:
                 break
             self._dirty.discard(switch)
-            ports += len(self._fabric.links.get(switch, ())) + 1
+            ports += len(self._graph.links.get(switch, ())) + 1
             here, ends, plan = self._switch(switch)
             staged.plans_changed |= _settle(staged.plans, switch, plan)
             staged.stands_changed |= _settle(staged.first, switch, here)
@@ -370,7 +370,7 @@ class ProtectionPlanner:
         """One switch's protected ports (and their detours' first ports), the ports
         tunnels end on, and its plan."""
         paths = self._book.paths
-        links = self._fabric.links.get(switch, ())
+        links = self._graph.links.get(switch, ())
         protected = [(p, paths[(switch, p)]) for p, _, _ in links if (switch, p) in self._ids]
         ends = self._ends.get(switch)
         arrivals = None

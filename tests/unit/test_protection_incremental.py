@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import topologies
 from controller import protection
-from controller.detours import Adjacency, Fabric, Hop, Path, adjacency, detour, read_links
+from controller.detours import Adjacency, DetourGraph, Hop, Path, adjacency, detour, read_links
 from controller.model import SwitchRules
 from controller.owners import Plan
 from controller.protection import (
@@ -325,17 +325,17 @@ def test_a_link_event_reads_its_two_switches_and_searches_only_what_it_broke(
     reference.plan(g, known)
     searched: list[Hop] = []
     reads: list[int] = []
-    search, read = Fabric.detour, read_links
+    search, read = DetourGraph.detour, read_links
 
-    def counting_search(fabric: Fabric, u: int, port: int) -> Path | None:
+    def counting_search(graph: DetourGraph, u: int, port: int) -> Path | None:
         searched.append((u, port))
-        return search(fabric, u, port)
+        return search(graph, u, port)
 
     def counting_read(graph: nx.MultiDiGraph, switch: int) -> tuple[tuple[int, int, int], ...]:
         reads.append(switch)
         return read(graph, switch)
 
-    monkeypatch.setattr(Fabric, "detour", counting_search)
+    monkeypatch.setattr(DetourGraph, "detour", counting_search)
     monkeypatch.setattr("controller.protection.read_links", counting_read)
     core, agg = 1, 17  # fat_tree(8): cores are 1..16, then pod 0's aggregation switches
     cable = next(c for c in cables(g) if (c[0], c[2]) == (core, agg))
@@ -402,9 +402,9 @@ def test_the_search_is_the_breadth_first_one_and_shortest(seed: int, n: int, m: 
     rng.shuffle(edges)
     shuffled = nx.MultiDiGraph()
     shuffled.add_edges_from(edges)
-    adj, fabric = adjacency(g), Fabric.of(adjacency(shuffled))
+    adj, graph = adjacency(g), DetourGraph.of(adjacency(shuffled))
     for u, v, port, data in g.edges(keys=True, data=True):
-        path = fabric.detour(u, port)
+        path = graph.detour(u, port)
         assert path == bfs_detour(adj, u, port)
         around = g.copy()
         around.remove_edge(u, v, port)
@@ -418,7 +418,7 @@ def test_the_search_is_the_breadth_first_one_and_shortest(seed: int, n: int, m: 
         at: int | None = u
         for switch, out in path:  # hop by hop over live links, from u to v
             assert switch == at
-            at = (fabric.peer((switch, out)) or (None, 0))[0]
+            at = (graph.peer((switch, out)) or (None, 0))[0]
         assert at == v
 
 
