@@ -63,7 +63,7 @@ from controller.topology import Topology
 from controller.vocabulary import POLICIES
 
 if TYPE_CHECKING:
-    from controller.sources import PlanInputs
+    from controller.sources import Capacity, PlanInputs
 
 log = logging.getLogger("loom.te")
 PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
@@ -71,7 +71,6 @@ PRIO_QUIET = 20  # above the catch rule (10), below tracked flows (100)
 # share of the link, until its rate is first measured (then the port counters show it):
 YOUNG_SHARE = 1.0  # any new flow may be an elephant
 ACK_SHARE = 0.05  # the reverse of a tracked TCP flow: its ACK stream, about 1/20 of the data
-Capacity = Callable[[PortRef], float]
 Load = Callable[[PortRef], float]  # a link's measured load, as a share of its capacity
 
 
