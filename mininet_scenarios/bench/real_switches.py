@@ -62,7 +62,7 @@ from mininet_scenarios.bench import real_switches_report as rep
 from mininet_scenarios.bench.headless import write_json
 from mininet_scenarios.bench.real_switches_parts import Flow
 from mininet_scenarios.harness import dummy_ovs as dov
-from mininet_scenarios.harness.client import LoomClient
+from mininet_scenarios.harness.client import LabClient
 from mininet_scenarios.harness.controller import ControllerProcess
 from mininet_scenarios.harness.processes import ChildProcess, free_port
 from mininet_scenarios.workloads.flood import process_cpu_seconds
@@ -312,7 +312,7 @@ class Size:
         self, ovs: dov.DummyOvs, fab: dov.OvsFabric, ctl: ControllerProcess, w: rep.Watch
     ) -> dict[str, Any]:
         """ARP from every host not yet listed, every ``arp_every`` s, until all are."""
-        client = LoomClient(w.client.base_url, timeout=30.0)
+        client = LabClient(w.client.base_url, timeout=30.0)
         hosts = sorted(fab.hosts.values(), key=lambda h: h.name)
         ips = [h.ip for h in hosts]
         target = {h.name: self.rng.choice([ip for ip in ips if ip != h.ip]) for h in hosts}
@@ -372,7 +372,7 @@ class Size:
         pairs = [(fab.hosts[a], fab.hosts[b]) for a, b in self.pairs]
         links = w.latest.get("links")
         handed = self.arp_answers(ovs, fab, pairs, w, ctl)
-        listed = {x["mac"]: x["address"] for x in LoomClient(w.client.base_url).topology()["hosts"]}
+        listed = {x["mac"]: x["address"] for x in LabClient(w.client.base_url).topology()["hosts"]}
         flows: list[Flow] = []
         for a, b in pairs:
             mac = handed.get((a.name, b.name)) or listed.get(b.mac) or b.mac

@@ -24,7 +24,7 @@ from typing import Any
 from mininet_scenarios.bench.headless_report import fmt
 from mininet_scenarios.bench.scale_report import dig
 from mininet_scenarios.harness import dummy_ovs as dov
-from mininet_scenarios.harness.client import LoomClient
+from mininet_scenarios.harness.client import LabClient
 from mininet_scenarios.harness.metrics import percentile
 from mininet_scenarios.harness.processes import socket_port, tcp_sockets
 from mininet_scenarios.workloads.flood import process_cpu_seconds
@@ -237,7 +237,7 @@ class Watch:
         ofp_port: int = 0,
     ) -> None:
         self.ofp_port = ofp_port
-        self.client = LoomClient(api, timeout=10.0)
+        self.client = LabClient(api, timeout=10.0)
         self.ctl_pid, self.ovs_pid, self.counter, self.every = ctl_pid, ovs_pid, counter, every
         self.samples: list[dict[str, Any]] = []
         self.tables: dict[str, tuple[int, int]] = {}

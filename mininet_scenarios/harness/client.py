@@ -16,7 +16,7 @@ class LoomApiError(RuntimeError):
         self.body = body
 
 
-class LoomClient:
+class LabClient:
     def __init__(self, base_url: str, token: str | None = None, timeout: float = 5.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token

@@ -21,7 +21,7 @@ from typing import Any
 import networkx as nx
 
 from mininet_scenarios import emulation_logger
-from mininet_scenarios.harness.client import LoomApiError, LoomClient
+from mininet_scenarios.harness.client import LabClient, LoomApiError
 from mininet_scenarios.harness.controller import ControllerProcess
 from mininet_scenarios.harness.etcd import EtcdCluster
 from mininet_scenarios.harness.network import FabricNet
@@ -45,7 +45,7 @@ class Instance:
             "LOOM_CLUSTER_ID": self.name,
             "LOOM_METRICS_PORT": str(self.metrics_port),
         }
-        self.api = LoomClient(f"http://127.0.0.1:{self.api_port}", timeout=2.0)
+        self.api = LabClient(f"http://127.0.0.1:{self.api_port}", timeout=2.0)
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         self.process = ControllerProcess(
             LOOM_APP,

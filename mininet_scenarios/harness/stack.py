@@ -17,7 +17,7 @@ from types import TracebackType
 import networkx as nx
 
 from mininet_scenarios import emulation_logger
-from mininet_scenarios.harness.client import LoomClient
+from mininet_scenarios.harness.client import LabClient
 from mininet_scenarios.harness.controller import ControllerProcess
 from mininet_scenarios.harness.network import FabricNet
 from mininet_scenarios.harness.processes import free_port
@@ -62,7 +62,7 @@ class LoomStack:
         self.api_port = free_port()
         self.metrics_port = int(self.env.setdefault("LOOM_METRICS_PORT", str(free_port())))
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        self.api = LoomClient(f"http://127.0.0.1:{self.api_port}")
+        self.api = LabClient(f"http://127.0.0.1:{self.api_port}")
         self.discovery_seconds = float("nan")
         self._stack = contextlib.ExitStack()
         self.ctl: ControllerProcess | None = None

@@ -130,9 +130,9 @@ class ApiLatency:
     timed-out call is recorded as ``None`` (and counts as a miss, not as a latency)."""
 
     def __init__(self, base_url: str, interval: float = 0.1, timeout: float = 2.0) -> None:
-        from mininet_scenarios.harness.client import LoomClient
+        from mininet_scenarios.harness.client import LabClient
 
-        self.client = LoomClient(base_url, timeout=timeout)
+        self.client = LabClient(base_url, timeout=timeout)
         self.interval = interval
         self.samples: list[tuple[float, float | None]] = []
         self._stop = threading.Event()

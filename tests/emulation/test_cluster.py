@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mininet_scenarios.harness.client import LoomApiError, LoomClient
+from mininet_scenarios.harness.client import LabClient, LoomApiError
 from mininet_scenarios.harness.cluster import LoomCluster
 from mininet_scenarios.harness.rules import compare_rules, rule_snapshot
 from mininet_scenarios.workloads.cluster_kill import TENANT, kill_once, one_tenant_policy
@@ -92,7 +92,7 @@ def test_an_etcd_member_dying_changes_nothing(cluster: LoomCluster, tmp_path: Pa
         cluster.etcd.restart(1)
 
 
-def wait_for_job(api: LoomClient, name: str, deadline: float) -> None:
+def wait_for_job(api: LabClient, name: str, deadline: float) -> None:
     """A job stored by a try whose answer was lost is applied here from the store's
     watch, a moment later: it must show before ``deadline``."""
     while True:

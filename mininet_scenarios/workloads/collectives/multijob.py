@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mininet_scenarios import emulation_logger
-from mininet_scenarios.harness.client import LoomApiError, LoomClient
+from mininet_scenarios.harness.client import LabClient, LoomApiError
 from mininet_scenarios.harness.processes import REPO_ROOT, alive, kill_pids
 from mininet_scenarios.workloads.collectives.diag import class_delta, class_snapshot, cpu_sampler
 from mininet_scenarios.workloads.collectives.hosts import (
@@ -236,7 +236,7 @@ class _Loom:
     """The jobs of one run as Loom knows them: registered, read, deleted (no-ops when the
     run does not register its jobs)."""
 
-    def __init__(self, fnet: FabricNet, api: LoomClient | None, poll_interval: float) -> None:
+    def __init__(self, fnet: FabricNet, api: LabClient | None, poll_interval: float) -> None:
         self.fnet, self.api, self.poll_interval = fnet, api, poll_interval
         self.registered: list[str] = []
         self.views: dict[str, dict[str, Any] | None] = {}
@@ -328,7 +328,7 @@ def run_mix(
     mib: float,
     iters: int,
     warmup: int = 1,
-    register: LoomClient | None = None,
+    register: LabClient | None = None,
     out_dir: Path,
     phase_timeout: float = 600.0,
     drain: float = 1.0,
@@ -439,7 +439,7 @@ def run_churn(
     mib: float,
     iters: int,
     warmup: int = 1,
-    register: LoomClient | None = None,
+    register: LabClient | None = None,
     out_dir: Path,
     before: int = 3,
     between: int = 2,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mininet_scenarios import emulation_logger
-from mininet_scenarios.harness.client import LoomApiError, LoomClient
+from mininet_scenarios.harness.client import LabClient, LoomApiError
 from mininet_scenarios.harness.processes import REPO_ROOT, alive, kill_pids
 from mininet_scenarios.workloads.collectives.background import (
     BackgroundFlow,
@@ -160,7 +160,7 @@ def _prime(fnet: FabricNet, hosts: Sequence[str]) -> None:
 
 
 def register_job(
-    api: LoomClient,
+    api: LabClient,
     fnet: FabricNet,
     hosts: Sequence[str],
     op: str,
@@ -200,7 +200,7 @@ def run_collective(
     iters: int,
     *,
     warmup: int = 1,
-    register: LoomClient | None = None,
+    register: LabClient | None = None,
     job_name: str = "collective",
     tenant: str = "bench",
     background: Sequence[tuple[str, str]] | None = None,
