@@ -21,7 +21,7 @@ _COOKIE = re.compile(r"\bcookie=(0x[0-9a-f]+)")
 
 
 @dataclass
-class SwitchRules:
+class SwitchDump:
     """A switch's flows (normalised text -> age in seconds when dumped), group and meter
     lines, and when the dump was taken (monotonic)."""
 
@@ -31,7 +31,7 @@ class SwitchRules:
     at: float
 
 
-def rule_snapshot(switches: Iterable[str]) -> dict[str, SwitchRules]:
+def rule_snapshot(switches: Iterable[str]) -> dict[str, SwitchDump]:
     """``dump-flows``/``dump-groups``/``dump-meters`` of each switch, without counters."""
     out = {}
     for sw in switches:
@@ -53,7 +53,7 @@ def rule_snapshot(switches: Iterable[str]) -> dict[str, SwitchRules]:
             for block in re.split(r"\n(?=meter=)", _ofctl("dump-meters", sw))
             if block.strip().startswith("meter=")
         }
-        out[sw] = SwitchRules(flows, groups, meters, at)
+        out[sw] = SwitchDump(flows, groups, meters, at)
     return out
 
 
@@ -126,7 +126,7 @@ class RuleDiff:
 
 
 def compare_rules(
-    before: Mapping[str, SwitchRules], after: Mapping[str, SwitchRules], slack: float = 1.0
+    before: Mapping[str, SwitchDump], after: Mapping[str, SwitchDump], slack: float = 1.0
 ) -> RuleDiff:
     """What changed between two :func:`rule_snapshot` s of the same switches. A rule in
     both whose age grew by less than the time between its two dumps minus ``slack``

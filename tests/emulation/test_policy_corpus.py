@@ -48,7 +48,7 @@ import pytest
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.host_procs import popen_in_host
 from mininet_scenarios.harness.rules import (
-    SwitchRules,
+    SwitchDump,
     compare_rules,
     cookie_kind_of,
     rule_snapshot,
@@ -124,7 +124,7 @@ def stop(proc: Any) -> None:
         proc.wait(timeout=5)
 
 
-def policy_rules(snapshot: dict[str, SwitchRules]) -> dict[str, SwitchRules]:
+def policy_rules(snapshot: dict[str, SwitchDump]) -> dict[str, SwitchDump]:
     """The snapshot without tracked-flow rules (cookie kind FLOW: one accounting rule per
     TCP/UDP 5-tuple, an elephant's pins), which traffic adds and idleness removes (the
     iperf3 control connection's go after 10 s) whatever the policy does."""
