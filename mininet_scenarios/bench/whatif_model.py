@@ -40,7 +40,7 @@ import numpy.typing as npt
 from scipy import sparse
 
 Floats = npt.NDArray[np.float64]
-Link = str  # a directed link's id
+LinkId = str  # a directed link's id
 REL_TOL = 1e-9  # a link whose fill level is within this of the lowest saturates with it
 
 
@@ -48,7 +48,7 @@ REL_TOL = 1e-9  # a link whose fill level is within this of the lowest saturates
 class Flow:
     """One flow: the directed links it crosses, in order, and its job (``None``: free)."""
 
-    path: tuple[Link, ...]
+    path: tuple[LinkId, ...]
     group: str | None = None
 
 
@@ -59,12 +59,12 @@ class Solution:
 
     flow_rate: list[float]
     group_rate: dict[str, float]
-    load: dict[Link, float]
-    utilisation: dict[Link, float]
-    group_bottleneck: dict[str, Link]
-    flow_bottleneck: dict[int, Link]  # free flows only, by index
+    load: dict[LinkId, float]
+    utilisation: dict[LinkId, float]
+    group_bottleneck: dict[str, LinkId]
+    flow_bottleneck: dict[int, LinkId]  # free flows only, by index
 
-    def saturated(self, tol: float = 1e-6) -> set[Link]:
+    def saturated(self, tol: float = 1e-6) -> set[LinkId]:
         return {link for link, u in self.utilisation.items() if u >= 1.0 - tol}
 
 
@@ -77,7 +77,7 @@ def busbw(pattern: str, ranks: int, rate: float) -> float:
     raise ValueError(f"unknown pattern {pattern!r}; expected ring or all_to_all")
 
 
-def max_min(flows: Sequence[Flow], capacity: Mapping[Link, float]) -> Solution:
+def max_min(flows: Sequence[Flow], capacity: Mapping[LinkId, float]) -> Solution:
     """Coupled max-min fair rates of ``flows`` over links of ``capacity``."""
     links = sorted({link for f in flows for link in f.path})
     missing = [link for link in links if link not in capacity]

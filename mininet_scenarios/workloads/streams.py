@@ -276,7 +276,7 @@ def read_trace(path: Path, sent: int, rate: float) -> Trace:
 # --------------------------------------------------------------------------- paths
 
 
-Link = tuple[str, int, str, int]  # (switch, port, peer switch, peer port), one direction
+StreamHop = tuple[str, int, str, int]  # (switch, port, peer switch, peer port), one direction
 
 
 def counters(net: Any, switches: Iterable[str]) -> dict[tuple[str, int], int]:
@@ -288,7 +288,7 @@ def counters(net: Any, switches: Iterable[str]) -> dict[tuple[str, int], int]:
     return out
 
 
-def stream_path(net: Any, src: str, dst: str, rate: float, seconds: float = 1.0) -> list[Link]:
+def stream_path(net: Any, src: str, dst: str, rate: float, seconds: float = 1.0) -> list[StreamHop]:
     """The switch-to-switch links (in the stream's direction, from ``src``'s edge switch)
     whose tx counters grew by at least half of what a ``rate`` packets/s stream sends."""
     g = net.graph
@@ -298,7 +298,7 @@ def stream_path(net: Any, src: str, dst: str, rate: float, seconds: float = 1.0)
     after, t1 = counters(net, switches), time.monotonic()
     need = 0.5 * rate * (t1 - t0)
     busy = {k for k, v in after.items() if v - before.get(k, v) >= need}
-    hops: dict[str, list[Link]] = {}
+    hops: dict[str, list[StreamHop]] = {}
     for a, b, d in g.edges(data=True):
         if g.nodes[a]["kind"] != "switch" or g.nodes[b]["kind"] != "switch":
             continue
@@ -308,7 +308,7 @@ def stream_path(net: Any, src: str, dst: str, rate: float, seconds: float = 1.0)
     # Other streams may be busy on the same switches: the shortest busy path between the
     # two edge switches is this stream's (breadth first over busy links).
     first, last = next(iter(g.neighbors(src))), next(iter(g.neighbors(dst)))
-    came: dict[str, Link | None] = {first: None}
+    came: dict[str, StreamHop | None] = {first: None}
     frontier = [first]
     while frontier and last not in came:
         reached = []
@@ -320,7 +320,7 @@ def stream_path(net: Any, src: str, dst: str, rate: float, seconds: float = 1.0)
         frontier = reached
     if last not in came:
         raise RuntimeError(f"stream {src}->{dst}: no complete path in counters: {hops}")
-    path: list[Link] = []
+    path: list[StreamHop] = []
     back = came[last]
     while back is not None:
         path.append(back)

@@ -141,11 +141,11 @@ def test_moves_counts_dpids_present_on_both_sides() -> None:
     assert moves(before, {1: "a", 2: "b", 3: "a", 5: "c"}) == 2
 
 
-Fabric = tuple[dict[int, list[str]], list[str], dict[int, str], bool]
+ShardCase = tuple[dict[int, list[str]], list[str], dict[int, str], bool]
 
 
 @st.composite
-def fabrics(draw: st.DrawFn) -> Fabric:
+def shard_cases(draw: st.DrawFn) -> ShardCase:
     members = draw(st.lists(st.sampled_from(POOL), min_size=1, max_size=6, unique=True))
     dpids = draw(st.lists(st.integers(1, 2**48), min_size=0, max_size=80, unique=True))
     full = draw(st.booleans())
@@ -172,9 +172,9 @@ def fewest_moves(
 
 
 @settings(max_examples=300, deadline=None)
-@given(fabrics())
-def test_property_eligible_balanced_and_stable(fabric: Fabric) -> None:
-    switches, members, current, full = fabric
+@given(shard_cases())
+def test_property_eligible_balanced_and_stable(case: ShardCase) -> None:
+    switches, members, current, full = case
     result = assign(switches, members, current)
     reachable = {d for d, able in switches.items() if set(able) & set(members)}
     assert set(result) == reachable
