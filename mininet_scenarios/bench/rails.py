@@ -51,8 +51,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import os
 import shlex
 import sys
 import time
@@ -64,8 +62,9 @@ from typing import Any
 import networkx as nx
 
 from controller.railorder import rail_ring
-from mininet_scenarios.bench.collectives import environment_facts, expected_seconds, say
+from mininet_scenarios.bench.collectives import environment_facts, expected_seconds
 from mininet_scenarios.bench.collectives_jobs import tenant_policy
+from mininet_scenarios.bench.modes import begin, record_run, run_all, say
 from mininet_scenarios.bench.patterns import nonblocking_graph
 from mininet_scenarios.bench.rails_report import (
     MODES,
@@ -353,18 +352,7 @@ def run_mode(
                     f" cpu idle {record['cpu_idle_mean'] or 0:.0f} %"
                     + ("" if all(j["check_ok"] for j in record["jobs"]) else "  WRONG RESULT")
                 )
-            record["wall_s"] = round(time.monotonic() - t1, 1)
-            record["controller_alive"] = bool(st.ctl and st.ctl.alive())
-            doc["runs"].append(record)
-            doc["figures"] = figures(doc["runs"])
-            tmp = args.out / "results.json.tmp"
-            tmp.write_text(json.dumps(doc, indent=1))
-            tmp.replace(args.out / "results.json")
-            progress["done"] += 1
-            left = (time.time() - progress["t0"]) / progress["done"]
-            left *= progress["total"] - progress["done"]
-            say(f"progress {progress['done']}/{progress['total']}, ~{left / 60:.0f} min left")
-            time.sleep(args.drain)
+            record_run(doc, record, figures, args, progress, st, t1)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -408,15 +396,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv_used = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv_used)
-    if os.geteuid() != 0:
-        print("rails: needs root (Mininet, Open vSwitch)", file=sys.stderr)
+    started = begin("rails", argv, parse_args)
+    if started is None:
         return 2
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%X")
-    args.out.mkdir(parents=True, exist_ok=True)
+    argv_used, args = started
     runs = plan(args.scenario_list, args.mode_list)
     graph = fabric(args)
     doc: dict[str, Any] = {
@@ -446,26 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" {args.mib:g} MiB, {args.warmup}+{args.iters} iterations, {args.rate:g} Mbit/s;"
         f" results in {args.out}"
     )
-    progress = {"done": 0, "total": len(runs), "t0": time.time()}
-    t0 = time.monotonic()
-    try:
-        for mode in MODES:
-            mine = [r for r in runs if r.mode == mode]
-            if mine:
-                run_mode(mode, mine, args, doc, progress)
-    finally:
-        doc["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-        doc["wall_s"] = round(time.monotonic() - t0, 1)
-        doc["figures"] = figures(doc["runs"])
-        (args.out / "results.json").write_text(json.dumps(doc, indent=1))
-        text = table(doc)
-        (args.out / "table.txt").write_text(text + "\n")
-        png = plot(doc, args.out)
-        print(text, flush=True)
-        say(
-            f"done in {doc['wall_s'] / 60:.1f} min; results: {args.out / 'results.json'}"
-            + (f", figure: {png}" if png else "")
-        )
+    run_all(MODES, runs, run_mode, args, doc, (figures, table, plot))
     return 0
 
 
