@@ -151,7 +151,9 @@ def test_figures_divide_by_link_and_by_the_same_scenario_and_order_on_one_switch
     assert jobs["over_one_switch"] == pytest.approx((1.0 + 0.5) / 2)
     assert jobs["worst_over_one_switch"] == pytest.approx(0.5)
     assert "loom/rail" not in figs["jobs"]  # failed runs have no figure
-    assert "0.960, met; ECMP with the default order 0.500" in verdict(figs)
+    assert "0.960, met; ECMP with the default order 0.500 (of that order on one switch;" in (
+        verdict(figs)
+    )
 
 
 def test_table_and_plot(tmp_path: Path) -> None:
