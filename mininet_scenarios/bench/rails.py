@@ -96,6 +96,8 @@ ORDER_WAIT = 45.0  # seconds for Loom to learn every NIC before GET order uses t
 
 @dataclass(frozen=True)
 class Run:
+    """One run of the plan: which network, which workload, which rank order."""
+
     mode: str
     scenario: str  # allreduce | alltoall | jobs
     order: str  # default | rail
@@ -229,6 +231,7 @@ def orders_of(
 
 
 def _job(graph: nx.MultiGraph, order: Sequence[str], body: dict[str, Any] | None) -> dict[str, Any]:
+    """A job's order as saved, with Loom's answer and whether it is the rule's order."""
     return {
         "hosts": list(order),
         "cross_rail_hops": cross_rail_hops(graph, order),
@@ -238,6 +241,7 @@ def _job(graph: nx.MultiGraph, order: Sequence[str], body: dict[str, Any] | None
 
 
 def single_record(jobs: list[dict[str, Any]], res: CollectiveResult) -> dict[str, Any]:
+    """One job alone: its busbw (median over the timed iterations) and the whole result."""
     jobs[0].update(
         busbw_mbps=res.busbw, link_mbps=res.link_mbps, check_ok=res.check_ok, alone_mbps=None
     )
