@@ -86,17 +86,22 @@ def place_job(
     routes: Routes,
     capacity: Callable[[Link], float],
     load: Mapping[Link, float],
+    server_of: Mapping[str, str] | None = None,
 ) -> None:
     """Choose a path for every pair of ``job`` given the ``load`` of earlier jobs. A pair
     weighs its rate times the job's ``claim``: where pairs must share a link, those of a
-    heavier job get fewer neighbours, and TCP shares a link per connection."""
+    heavier job get fewer neighbours, and TCP shares a link per connection. Pairs of
+    NICs of one server (``server_of``) get none: they talk inside the server."""
     hosts = {ip: topo.host_by_ip(ip) for ip in job.spec.hosts}
     job.missing = tuple(ip for ip, h in hosts.items() if h is None)
     job.paths, job.rates, job.candidates = {}, {}, {}
     if job.missing:
         return
+    inside = server_of or {}
     demands = []
     for (a, b), share in job.spec.pairs():
+        if a in inside and inside[a] == inside.get(b):
+            continue
         src, dst = hosts[a], hosts[b]
         assert src is not None and dst is not None
         cands = tuple(minimal_paths(routes, src.dpid, dst.dpid, 16))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -140,6 +140,8 @@ class TrafficEngineer:
         self.events: Counter[str] = Counter()
         self._next_run = 0.0
         self.recolouring = Recolouring(config.margin, config.hold_down, self.events)
+        # flows a gray-link test moves that must keep some links (``GrayLinks.keeping``)
+        self.keeping: Callable[[], Mapping[Hashable, frozenset[PortRef]]] = dict
 
     # -- events ---------------------------------------------------------------
     def caught(
@@ -480,10 +482,13 @@ class TrafficEngineer:
         shares = estimate_demands([(f.src_mac, f.dst_mac) for f in elephants])
         cache: NextPortCache = {}
         demands = []
+        keeping = self.keeping()
         for flow, share in zip(elephants, shares, strict=True):
             dst = topo.hosts[flow.dst_mac].dpid
             where = self.paths.get(flow.key)  # its first packet's path: kept unless moving
             cands = self._candidates(flow, dst, routes, cache, where)
+            if flow.key in keeping:
+                cands = [p for p in cands if keeping[flow.key] <= set(p)] or cands
             if not cands:
                 continue
             rate = share * capacity((flow.ingress, flow.in_port))

@@ -118,6 +118,7 @@ class Fabric:
         mbps = self.config.link_capacity_mbps
         self.readings = Readings(self.topo, self.te.flows, mbps and mbps * 1e6, self.te.paths)
         self.telemetry, self.capacities = self.readings.telemetry, self.readings.capacities
+        self.te.keeping = self.readings.gray.keeping
         self.jobs = JobBook(self.config.qos, self.config.job_levels)
         self.admission = TenantAdmission()
         self.limits = NO_LIMITS  # switch profiles (the policy's hardware section)

@@ -17,8 +17,9 @@ The move is the test. Once no pinned elephant has crossed it for ``judge_after``
 seconds, the flows that were on it are compared with their rates when it was suspected:
 sped up (``gain``), the link is *degraded* (logged as a warning, counted, alerted on) and
 stays avoided for ``retry_after`` seconds, after which it is believed again and found
-again if it is still slow; not sped up, they were slow by their own doing (a paced
-stream) and the link is *cleared*, not suspected again for ``quiet_after`` seconds.
+again if it is still slow; not sped up by ``clear_after`` seconds, they were slow by their
+own doing (a paced stream) and the link is *cleared*, not suspected again for
+``quiet_after`` seconds.
 
 Pure: ``Readings`` feeds it each switch's readings with ``now``.
 """
@@ -46,10 +47,11 @@ class GrayConfig:
     room: float = 1.5  # ... while each of its flows could get this many times more elsewhere
     tcp_share: float = 0.6  # and flows Loom pinned carry this share of what it holds
     counts: float = 0.1  # a flow under this share of it holds nothing (mice, ACK streams)
-    witness_within: float = 5.0  # s the reverse held low lately counts as a witness
+    witness_within: float = 10.0  # s a flow that held a direction low counts as a witness
     suspect_after: float = 2.0  # s all of that must last
     gain: float = 1.25  # flows that sped up this much (median) once moved confirm it
     judge_after: float = 2.0  # s with none of them on it before judging
+    clear_after: float = 5.0  # ... and before clearing (TCP regains its rate slowly)
     judge_within: float = 10.0  # s after which those moved are judged without the rest
     quiet_after: float = 120.0  # s a cleared link is not suspected again
     retry_after: float = 600.0  # s a degraded link is avoided before it is believed again
@@ -114,7 +116,8 @@ class GrayLinks:
         self.marked: dict[PortRef, Marked] = {}
         self._quiet: dict[PortRef, float] = {}  # cleared: not suspected again until
         self.pending: dict[PortRef, float] = {}  # held low with room since
-        self._held_at: dict[PortRef, tuple[float, frozenset[frozenset[PortRef]]]] = {}
+        # flow -> (when it last held a low direction, the cables of its way)
+        self._held: dict[Hashable, tuple[float, frozenset[frozenset[PortRef]]]] = {}
         self.verdicts: Counter[Verdict] = Counter()
 
     def review(
@@ -127,6 +130,8 @@ class GrayLinks:
         """Look at ``ports`` (of one switch, just read: those held low, pending or marked);
         returns what changed. ``crossings``: every pinned flow that sends."""
         out: list[tuple[PortRef, Verdict]] = []
+        stale = now - self.config.witness_within
+        self._held = {k: v for k, v in self._held.items() if v[0] >= stale}
         for ref in sorted(set(ports)):
             marked = self.marked.get(ref)
             if marked is not None:
@@ -176,22 +181,22 @@ class GrayLinks:
         the test must keep (below); ``None`` if not. A flow's rate
         is the same on every link of its way, so only a link the others are known to
         outrun can be the one that holds it. A link is cleared if it was seen carrying
-        more lately, if it was tested and cleared lately, or if the same cable was held
-        low the other way lately by flows that do not cross it (two independent
-        witnesses share only that cable). Where both witnesses cross another cable too,
-        the one farther from the hosts is tested first (a flow can leave it and keep the
-        nearer one, not the other way round): the links it was preferred to are the ones
-        the test must keep. Host links need no clearing: a flow cannot leave them,
+        more lately, if it was tested and cleared lately, or if the same cable is crossed
+        the other way by flows that do not cross it and held a direction low lately (two
+        independent witnesses share only that cable). Where both witnesses cross another
+        cable too, the one farther from the hosts is tested first (a flow can leave it
+        and keep the nearer one, not the other way round): the links it was preferred to
+        are the ones the test must keep (``keeping``). Host links need no clearing: a
+        flow cannot leave them,
         so one held by its host is cleared by the move that tests it."""
         c = self.config
         on = self._holders(ref, crossings.on(ref), read)
         if not on:
             return None
-        self._held_at[ref] = (now, frozenset(_cable(o, read) for x in on for o in x.fabric))
+        for x in on:
+            self._held[x.key] = (now, frozenset(_cable(o, read) for o in x.fabric))
         more = c.room * (read.flat(ref) or 0.0)
-        peer = read.peer(ref)
-        seen = self._held_at.get(peer) if peer is not None else None
-        crossed = seen[1] if seen is not None and now - seen[0] <= c.witness_within else None
+        crossed = self._witnessed(now, ref, crossings, read)
         kept: set[PortRef] = set()
         for x in on:
             for o in x.fabric:
@@ -205,6 +210,34 @@ class GrayLinks:
                     return None
                 kept.add(o)
         return on, frozenset(kept)
+
+    def _witnessed(
+        self, now: float, ref: PortRef, crossings: Crossings, read: Readout
+    ) -> frozenset[frozenset[PortRef]] | None:
+        """The cables crossed by the witnesses of ``ref``: flows that cross its cable the
+        other way and held a direction low lately, wherever on their way (the reverse of
+        a slow link is seldom held flat itself: upstream of a queue elsewhere, its rate
+        is the sender's, not a ceiling); ``None`` if there are none."""
+        peer = read.peer(ref)
+        if peer is None:
+            return None
+        mine = _keys(crossings.on(ref))
+        seen = [
+            self._held[x.key]
+            for x in crossings.on(peer)
+            if x.key in self._held and x.key not in mine
+        ]
+        fresh = [cables for at, cables in seen if now - at <= self.config.witness_within]
+        return frozenset().union(*fresh) if fresh else None
+
+    def keeping(self) -> dict[Hashable, frozenset[PortRef]]:
+        """The flows under test that must keep links while they leave the suspect (a test
+        that moved them off the nearer link too would prove nothing): placement's hint."""
+        out: dict[Hashable, frozenset[PortRef]] = {}
+        for m in self.marked.values():
+            if m.state == "suspect" and m.kept:
+                out.update((k, out.get(k, frozenset()) | m.kept) for k in m.rates)
+        return out
 
     def _holders(self, ref: PortRef, on: list[Crossing], read: Readout) -> list[Crossing]:
         """The flows that hold ``ref`` flat well below its kind (those carrying at least
@@ -239,7 +272,9 @@ class GrayLinks:
         m.left = now if m.left is None else m.left
         if now - m.left < c.judge_after:
             return None
-        moved = {k: r for k, r in m.rates.items() if k in crossings.rates and k not in staying}
+        ending = c.counts * m.level  # a flow this slow now is ending: it proves nothing
+        sending = {k for k, r in crossings.rates.items() if r >= ending}
+        moved = {k: r for k, r in m.rates.items() if k in sending and k not in staying}
         for o in m.kept:  # only a flow that still crosses them proves them innocent
             moved = {k: r for k, r in moved.items() if k in _keys(crossings.on(o))}
         gains = [crossings.rates[k] / r for k, r in moved.items() if r > 0]
@@ -247,6 +282,8 @@ class GrayLinks:
             del self.marked[ref]  # its flows ended or left by a way that proves nothing
             log.info("link %016x:%d believed again: nothing left to judge it by", *ref)
             return "untested"
+        if statistics.median(gains) < c.gain and now - m.left < c.clear_after:
+            return None  # not yet faster: a moved flow may still be climbing
         if statistics.median(gains) >= c.gain:
             m.state, m.since = "degraded", now
             log.warning(
@@ -291,7 +328,6 @@ class GrayLinks:
         self.marked.pop(ref, None)
         self._quiet.pop(ref, None)
         self.pending.pop(ref, None)
-        self._held_at.pop(ref, None)
 
 
 def _cable(ref: PortRef, read: Readout) -> frozenset[PortRef]:

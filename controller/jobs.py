@@ -13,6 +13,7 @@ from controller.owners import Owner, OwnerKind, Plans
 from controller.placement import Link
 from controller.priorities import compress, sharing
 from controller.qos import COLLECTIVE, TrafficClass
+from controller.servers import server_of_ip
 from controller.sources import PlanInputs
 from controller.tenants import TenantView
 from controller.untangle import untangle
@@ -126,9 +127,11 @@ class JobBook:
         heaviest = max((j.spec.weight for j in booked), default=1)
         for job in booked:
             job.claim = job.spec.weight / heaviest
+        topo = inputs.topo
+        inside = server_of_ip(inputs.tenants.servers, topo.hosts, topo.host_by_ip)
         for job in booked:
             if job.spec.name in wanted:
-                place_job(job, inputs.topo, inputs.routes, inputs.capacity, load)
+                place_job(job, topo, inputs.routes, inputs.capacity, load, inside)
             for link, rate in job.link_load().items():
                 load[link] = load.get(link, 0.0) + rate
         leaves = {h.dpid for h in inputs.topo.hosts.values()}

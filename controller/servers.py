@@ -59,6 +59,15 @@ def learned_nics(
     }
 
 
+def server_of_ip(
+    servers: Servers, hosts: Mapping[str, Host], host_by_ip: Callable[[str], Host | None]
+) -> dict[str, str]:
+    """Each learned NIC's IP -> its server: two ranks on one server talk over the
+    server's own links (NVLink), not the fabric."""
+    found = learned_nics(servers, hosts, host_by_ip) if servers else {}
+    return {h.ip: name for name, pairs in found.items() for _, h in pairs if h and h.ip}
+
+
 def rail_input(
     nics: Mapping[str, list[tuple[DeclaredNic, Host | None]]],
 ) -> tuple[dict[str, list[str]], dict[str, int]]:

@@ -1,30 +1,8 @@
 """Controller settings from ``LOOM_*`` environment variables, with clear errors.
 
-| variable | default | meaning |
-|---|---|---|
-| LOOM_LLDP_INTERVAL | 1.0 | seconds between discovery rounds |
-| LOOM_LLDP_TIMEOUT | 3.5 | seconds without LLDP before a link is declared gone |
-| LOOM_POLL_INTERVAL | 0.5 | seconds between counter polls (ports, groups, flows) |
-| LOOM_LINK_CAPACITY_MBPS | (learned) | capacity of every link: overrides what Loom learns |
-| LOOM_TE | on | traffic engineering: track flows and move elephants (on/off) |
-| LOOM_TE_INTERVAL | 0.5 | seconds between placement runs |
-| LOOM_ELEPHANT_SHARE | 0.1 | share of the ingress link that makes a flow an elephant |
-| LOOM_PATH_POLICY | adaptive | dragonflies: adaptive (UGAL-like), minimal or valiant |
-| LOOM_ACK_PRIORITY | on | elephants' ACK streams ride the control class (with TE and QoS) |
-| LOOM_PLACE_NEW_FLOWS | on | pin new flows at their first packet on the least-loaded path (TE on) |
-| LOOM_KEEP_PLACED | on | an elephant keeps its first packet's path unless a move lowers the peak |
-| LOOM_METRICS_PORT | 9108 | Prometheus endpoint port (0: off) |
-| LOOM_METRICS_HOST | 127.0.0.1 | Prometheus endpoint address |
-| LOOM_FAST_FAILOVER | on | failover groups with precomputed detours for every fabric link |
-| LOOM_QOS | on | DSCP traffic classes and queues (off: jobs placed, not prioritised) |
-| LOOM_JOB_QUEUES | 26:1 | DSCP:QUEUE,... collective queues for jobs by priority, highest first |
-| LOOM_API_TOKEN | (none) | when set, REST calls that change anything need this bearer token |
-| LOOM_POLICY | /etc/loom/policy.yaml if present | the tenant policy file (none: an open fabric) |
-| LOOM_CLUSTER | (none) | etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: one instance of a cluster |
-| LOOM_CLUSTER_ID | HOSTNAME-PID | this instance's name in the cluster |
-| LOOM_CLUSTER_ADDRESS | 127.0.0.1 | where peers reach this instance's OpenFlow port |
-
-A policy file's ``fabric`` section provides defaults that these variables override.
+Every variable, its default and its policy ``fabric`` key: docs/settings.md (held to this
+module by tests/unit/test_settings_doc.py). A policy file's ``fabric`` section provides
+defaults that these variables override.
 """
 
 from __future__ import annotations

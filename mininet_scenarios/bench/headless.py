@@ -11,7 +11,7 @@ answered the entry fails and the host stops sending to a peer it knew. UDP never
 entry; TCP's ACKs confirm the sender's but not the receiver's. So whenever no controller
 answers, traffic between hosts that talked before is lost unless the switches answer.
 
-What runs, on a *plain* k=4 fat-tree (Loom started as the README says, no ``LOOM_*`` hint;
+What runs, on a *plain* k=4 fat-tree (Loom started as docs/operator.md says, no ``LOOM_*`` hint;
 links unshaped: the outage is measured, not a rate; Open vSwitch's own reconnect backoff):
 
 * eight host pairs in different pods, each host in one pair, that ping each other first;
@@ -312,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     single = [s for s in args.scenarios if s != "quorum"]
     port_base = 9600
     if single:
-        say("starting Loom (one controller, as the README says) on a plain k=4 fat-tree ...")
+        say("starting Loom (one controller, as docs/operator.md says) on a plain k=4 fat-tree ...")
         with LoomStack(fat_tree(4), out / "runs" / "one", shape=False) as stack:
             timers = set_pair_timers(stack.net, PAIRS)
             doc["timers"] = timers

@@ -96,7 +96,7 @@ class Mode:
 
 
 def modes_for(fabric: str, rate: float, plain: bool = False) -> dict[str, Mode]:
-    """The modes of a fabric; ``plain``: Loom as the README starts it, told nothing (no
+    """The modes of a fabric; ``plain``: Loom as docs/operator.md starts it, told nothing (no
     link rate, no polling interval: what it knows of the links it learns)."""
     told = {"LOOM_TE": "on", "LOOM_LINK_CAPACITY_MBPS": f"{rate:g}", "LOOM_POLL_INTERVAL": "0.5"}
     te: dict[str, str] = {} if plain else told

@@ -1,5 +1,5 @@
 """Jobs that must share links, by weight (``docs/benchmarks.md`` §2, "Jobs that must share
-links"): real switches, real TCP, the controller started as the README says.
+links"): real switches, real TCP, the controller started as docs/operator.md says.
 
     python -m mininet_scenarios.bench.weights [--seconds 20] [--repeats 2]
         [--out results/weights]

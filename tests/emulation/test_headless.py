@@ -111,7 +111,7 @@ def assert_no_stall(res: dict[str, Any]) -> None:
 class TestOneController:
     @pytest.fixture(scope="class")
     def loom(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoomStack]:
-        """A plain fabric (Loom started as the README says); the pairs' hosts shortened."""
+        """A plain fabric (Loom started as docs/operator.md says); the pairs' hosts shortened."""
         run_dir = tmp_path_factory.mktemp("loom-headless")
         with LoomStack(prefixed(fat_tree(4), PREFIX), run_dir, shape=False) as stack:
             set_pair_timers(stack.net, pairs(PREFIX))

@@ -1,6 +1,6 @@
 """Traffic engineering on a plain fabric, told nothing: ports report the 10 Gbit/s of a
 veth, links are shaped below it, no DSCP class tree, and the controller is started as
-the README says with no ``LOOM_*`` hint of the links' rate. Loom learns what the links
+docs/operator.md says with no ``LOOM_*`` hint of the links' rate. Loom learns what the links
 carry from what it measures, and an induced collision of two elephants on one uplink is
 resolved. Placement at the first packet is switched off here (``LOOM_PLACE_NEW_FLOWS``),
 else the collision would never form: this is the case of flows placed before the fabric

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 
 import networkx as nx
 import pytest
@@ -198,3 +199,33 @@ def test_the_exports_carry_the_rails(rails: tuple[nx.MultiGraph, LoomSim]) -> No
     blocks = {b["block"]: b["nodes"] for b in rail_topology["block"]["blocks"]}
     assert sorted(blocks) == ["rail0", "rail1", "rail2", "rail3"]
     assert blocks["rail2"] == ",".join(sorted(ip for ip, (_, n) in where.items() if n == 2))
+
+
+def test_jobs_keep_same_rail_hops_on_their_leaf_and_spread_the_rest_over_the_spines(
+    rails: tuple[nx.MultiGraph, LoomSim],
+) -> None:
+    """In Loom's order, every hop between servers stays on its rail's leaf, and hops
+    between NICs of one server get no path (they talk inside the server); in the plain
+    order, the hops that must cross rails leave each leaf evenly over its spine uplinks."""
+    g, sim = rails
+    where = cabled(g)
+    plain = sorted(where, key=lambda ip: where[ip])  # s1 NIC 0..3, s2 NIC 0..3, ...
+    aware = call(sim, "GET", "/loom/v1/order?hosts=" + ",".join(plain)).body["hosts"]
+    for name, hosts in (("aware", aware), ("plain", plain)):
+        res = call(sim, "POST", "/loom/v1/jobs", {"name": name, "tenant": "train", "hosts": hosts})
+        assert res.status == 201 and res.body["status"] == "active", res.body
+        paths = res.body["paths"]
+        between = [
+            (a, b)
+            for a, b in zip(hosts, hosts[1:] + hosts[:1], strict=True)
+            if where[a][0] != where[b][0]
+        ]
+        assert sorted((p["src"], p["dst"]) for p in paths) == sorted(between)
+        if name == "aware":
+            assert all(len(p["switches"]) == 1 for p in paths), paths  # on the rail's leaf
+        else:
+            uplinks = Counter((p["switches"][0], p["switches"][1]) for p in paths)
+            per_leaf = Counter(leaf for leaf, _ in uplinks.elements())
+            for (leaf, _), n in uplinks.items():
+                assert n <= -(-per_leaf[leaf] // 2), uplinks  # two spines: half each at most
+        assert call(sim, "DELETE", f"/loom/v1/jobs/{name}").status in (200, 204)

@@ -10,8 +10,11 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 
+import pytest
+
 from controller.engineer import TeConfig
 from controller.fabric import FabricConfig
+from controller.graylinks import Marked
 from tests.fakefabric.model import Trace
 from tests.sim import LoomSim
 from topologies import dragonfly, fat_tree
@@ -164,3 +167,25 @@ def test_ack_priority_off_leaves_ack_streams_unmarked() -> None:
     sim.advance(2.0)
     assert sim.view.ack_flows == set() and len(sim.view.pinned) == 1
     assert _dscps(sim.fake.trace("h5", ack)) == {0}
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_gray_link_test_moves_its_flow_off_the_suspect_but_keeps_the_nearer_link(
+    kept: bool,
+) -> None:
+    """A suspected aggregation uplink, tested first of two cables (``GrayLinks.keeping``):
+    its elephant must leave it by a way that keeps its edge uplink, else the test says
+    nothing of which cable held it. Left to itself, placement takes the emptier other
+    half of the pod and leaves both."""
+    sim = LoomSim(fat_tree(4), CONFIG).start()
+    sim.start_flow("h1", "h5", 40001, mbps=6)
+    sim.start_flow("h3", "h7", 40002, mbps=6)
+    sim.advance(2.0)
+    key = min(k for k in sim.core.te.paths if k.l4_src == 40001)
+    edge, far = sim.core.te.paths[key][:2]
+    keep = frozenset({edge}) if kept else frozenset()
+    sim.core.readings.gray.marked[far] = Marked("suspect", 2.0, 1e6, 4e6, {key: 6e6}, kept=keep)
+    sim.advance(2.0)
+    after = sim.core.te.paths[key]
+    assert far not in after
+    assert (edge in after) == kept, after
