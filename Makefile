@@ -181,6 +181,13 @@ bench-collectives: setup torch
 bench-collectives-jobs: setup torch
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.collectives_jobs $(ARGS)
 
+## Rails (docs/benchmarks.md §15): gloo ranks bound to the NICs of 4 servers x 4 NICs on a
+## rail-optimized fabric; ECMP and Loom with the launcher's order, Loom with its rail-aware
+## order, one switch as the reference (~25 min; ARGS=--quick ~2 min).
+.PHONY: bench-rails
+bench-rails: setup torch
+	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.bench.rails $(ARGS)
+
 ## Jobs that must share links, by weight (docs/benchmarks.md §2): iperf3 on every ring hop of
 ## two jobs on a 2:1 oversubscribed leaf-spine, unregistered, equal weights, 3:1 (~4 min)
 bench-weights: setup

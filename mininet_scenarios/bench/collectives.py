@@ -81,7 +81,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import shlex
 import subprocess
@@ -100,6 +99,7 @@ from mininet_scenarios.bench.collectives_report import (
     plot,
     table,
 )
+from mininet_scenarios.bench.modes import begin, record_run, run_all, say
 from mininet_scenarios.bench.patterns import nonblocking_graph
 from mininet_scenarios.harness.processes import REPO_ROOT
 from mininet_scenarios.harness.shaping import DEFAULT_CLASSES, QueueClass
@@ -137,10 +137,6 @@ MODE_ENV = {
     "no-qos": {"LOOM_QOS": "off"},
     "loom": {},
 }
-
-
-def say(text: str) -> None:
-    print(f"[bench] {time.strftime('%H:%M:%S')} {text}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -245,12 +241,6 @@ def environment_facts() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
     }
-
-
-def _save(doc: dict[str, Any], out: Path) -> None:
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=1))
-    tmp.replace(out / "results.json")
 
 
 def _record(run: Run, res: CollectiveResult, warmup: int = 1) -> dict[str, Any]:
@@ -421,16 +411,7 @@ def run_mode(
                     + (f"; job bytes {res.job.get('bytes')}" if res.job else "")
                     + (f"  WARNING {'; '.join(notes)}" if notes else "")
                 )
-            record["wall_s"] = round(time.monotonic() - t1, 1)
-            record["controller_alive"] = bool(st.ctl and st.ctl.alive())
-            doc["runs"].append(record)
-            doc["figures"] = figures(doc["runs"])
-            _save(doc, args.out)
-            progress["done"] += 1
-            left = (time.time() - progress["t0"]) / progress["done"]
-            left *= progress["total"] - progress["done"]
-            say(f"progress {progress['done']}/{progress['total']}, ~{left / 60:.0f} min left")
-            time.sleep(args.drain)
+            record_run(doc, record, figures, args, progress, st, t1)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -514,15 +495,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv_used = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv_used)
-    if os.geteuid() != 0:
-        print("bench_collectives: needs root (Mininet, Open vSwitch)", file=sys.stderr)
+    started = begin("collectives", argv, parse_args)
+    if started is None:
         return 2
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%X")
-    args.out.mkdir(parents=True, exist_ok=True)
+    argv_used, args = started
     runs = [
         r
         for r in plan(args.scenario_list, args.seeds, not args.quick, args.bulk_frame_list)
@@ -567,24 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(runs)} runs: {args.mib:g} MiB, {args.warmup}+{args.iters} iterations,"
         f" {args.rate:g} Mbit/s, seeds {args.seeds}; results in {args.out}"
     )
-    progress = {"done": 0, "total": len(runs), "t0": time.time()}
-    t0 = time.monotonic()
-    try:
-        for mode in MODE_ORDER:
-            mine = [r for r in runs if r.mode == mode]
-            if mine:
-                run_mode(mode, mine, args, doc, progress)
-    finally:
-        doc["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-        doc["wall_s"] = round(time.monotonic() - t0, 1)
-        doc["figures"] = figures(doc["runs"])
-        _save(doc, args.out)
-        png = plot(doc, args.out)
-        print(table(doc), flush=True)
-        say(
-            f"done in {doc['wall_s'] / 60:.1f} min; results: {args.out / 'results.json'}"
-            + (f", figure: {png}" if png else "")
-        )
+    run_all(MODE_ORDER, runs, run_mode, args, doc, (figures, table, plot))
     return 0
 
 

@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import os
 import shlex
 import sys
 import time
@@ -65,7 +63,6 @@ from mininet_scenarios.bench.collectives import (
     environment_facts,
     expected_seconds,
     queue_classes,
-    say,
 )
 from mininet_scenarios.bench.collectives_jobs_report import (
     TARGET,
@@ -74,6 +71,7 @@ from mininet_scenarios.bench.collectives_jobs_report import (
     plot,
     table,
 )
+from mininet_scenarios.bench.modes import begin, record_run, run_all, say
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.processes import REPO_ROOT
 from mininet_scenarios.workloads.collectives.hosts import CollectiveError, set_mtu
@@ -223,12 +221,6 @@ def _write_policy(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _save(doc: dict[str, Any], out: Path) -> None:
-    tmp = out / "results.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=1))
-    tmp.replace(out / "results.json")
-
-
 def _notes(rec: dict[str, Any]) -> str:
     notes = []
     jobs = rec.get("jobs") or []
@@ -299,16 +291,7 @@ def run_mode(
             except (CollectiveError, LoomApiError, OSError, ValueError) as exc:
                 record = {"key": run.key, **asdict(run), "error": f"{type(exc).__name__}: {exc}"}
                 say(f"{run.key}: FAILED {record['error']}")
-            record["wall_s"] = round(time.monotonic() - t1, 1)
-            record["controller_alive"] = bool(st.ctl and st.ctl.alive())
-            doc["runs"].append(record)
-            doc["figures"] = figures(doc["runs"])
-            _save(doc, args.out)
-            progress["done"] += 1
-            left = (time.time() - progress["t0"]) / progress["done"]
-            left *= progress["total"] - progress["done"]
-            say(f"progress {progress['done']}/{progress['total']}, ~{left / 60:.0f} min left")
-            time.sleep(args.drain)
+            record_run(doc, record, figures, args, progress, st, t1)
 
 
 def run_one(
@@ -450,15 +433,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv_used = list(sys.argv[1:] if argv is None else argv)
-    args = parse_args(argv_used)
-    if os.geteuid() != 0:
-        print("collectives_jobs: needs root (Mininet, Open vSwitch)", file=sys.stderr)
+    started = begin("collectives_jobs", argv, parse_args)
+    if started is None:
         return 2
-    import logging
-
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%X")
-    args.out.mkdir(parents=True, exist_ok=True)
+    argv_used, args = started
     runs = plan(args.mix_list, args.seeds, args.mode_list, not args.no_churn)
     doc: dict[str, Any] = {
         "benchmark": "collectives at cluster scale (docs/benchmarks.md §2, many jobs)",
@@ -492,24 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" {args.mib:g} MiB, {args.warmup}+{args.iters} iterations, {args.rate:g} Mbit/s,"
         f" seeds {args.seeds}; results in {args.out}"
     )
-    progress = {"done": 0, "total": len(runs), "t0": time.time()}
-    t0 = time.monotonic()
-    try:
-        for mode in MODES:
-            mine = [r for r in runs if r.mode == mode]
-            if mine:
-                run_mode(mode, mine, args, doc, progress)
-    finally:
-        doc["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-        doc["wall_s"] = round(time.monotonic() - t0, 1)
-        doc["figures"] = figures(doc["runs"])
-        _save(doc, args.out)
-        png = plot(doc, args.out)
-        print(table(doc), flush=True)
-        say(
-            f"done in {doc['wall_s'] / 60:.1f} min; results: {args.out / 'results.json'}"
-            + (f", figure: {png}" if png else "")
-        )
+    run_all(MODES, runs, run_mode, args, doc, (figures, table, plot))
     return 0
 
 

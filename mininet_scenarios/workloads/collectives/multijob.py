@@ -208,13 +208,16 @@ def _tail(path: Path, lines: int = 3) -> str:
 
 
 def cpu_summary(samples: Sequence[Any], lo: float, hi: float) -> dict[str, float | None]:
-    """Machine idle % (mean, min) and ovs-vswitchd's wait for a core (mean) in ``[lo, hi]``."""
+    """Machine idle % (mean, min), ovs-vswitchd's forwarding thread's time on a core and
+    its wait for one (means) in ``[lo, hi]``."""
     inside = [c for c in samples if lo <= c.at <= hi]
     idle = [c.idle for c in inside]
+    busy = [c.ovs_busy for c in inside if c.ovs_busy is not None]
     wait = [c.ovs_wait for c in inside if c.ovs_wait is not None]
     return {
         "idle_mean": statistics.fmean(idle) if idle else None,
         "idle_min": min(idle) if idle else None,
+        "ovs_busy_mean": statistics.fmean(busy) if busy else None,
         "ovs_wait_mean": statistics.fmean(wait) if wait else None,
     }
 
