@@ -5,6 +5,11 @@ Examples::
     loom-scenario fat_tree:k=4 --start-controller --cmd pingall
     loom-scenario leaf_spine:leaves=4,spines=2 --controller 127.0.0.1:6653 --cli
     loom-scenario lab.yaml --rate 5 --queues --cmd "h1 ping -c1 h2" --cmd "iperf h1 h4"
+    loom-scenario rail_optimized:servers=4,nics=4,spines=2 --start-controller
+
+A fabric of GPU servers (``rail_optimized``) is built with one namespace per server and an
+interface per NIC (``mininet_scenarios.harness.servers``), and a started controller is told
+the servers (``--policy`` overrides).
 
 Builds ``topologies.by_name(SPEC)``, optionally starts the controller (a ryu-manager child),
 starts the fabric, waits for the switches to connect, then opens Mininet's CLI or runs the
@@ -20,6 +25,7 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 from types import FrameType
@@ -27,6 +33,7 @@ from types import FrameType
 import networkx as nx
 
 from mininet_scenarios import emulation_logger
+from mininet_scenarios.harness.servers import servers_yaml
 
 log = emulation_logger()
 
@@ -71,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="controller/app.py",
         help="Ryu app for --start-controller (path or module name)",
     )
+    p.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="tenant policy for --start-controller (LOOM_POLICY); by default a fabric of "
+        "GPU servers (rail_optimized) gets one that declares its servers",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--cli", action="store_true", help="open the Mininet CLI (the default)")
     mode.add_argument(
@@ -114,6 +128,24 @@ def load_graph(spec: str) -> nx.MultiGraph:
 def set_rate(g: nx.MultiGraph, rate_mbps: float) -> None:
     for _a, _b, d in g.edges(data=True):
         d["rate_mbps"] = float(rate_mbps)
+
+
+def controller_env(
+    policy: Path | None, graph: nx.MultiGraph, run_dir: Path, inherited: Mapping[str, str]
+) -> dict[str, str]:
+    """``LOOM_POLICY`` for a started controller: ``policy`` if given; else, for a fabric
+    of GPU servers and no policy in ``inherited`` (the environment), one that declares
+    the servers and lets every host in, so Loom reports servers and rails and answers
+    rail-aware orders as it would with a user's policy."""
+    if policy is not None:
+        return {"LOOM_POLICY": str(policy.resolve())}
+    block = servers_yaml(graph)
+    if not block or inherited.get("LOOM_POLICY"):
+        return {}
+    path = run_dir / "policy.yaml"
+    path.write_text("version: 1\nfabric: {unassigned_hosts: allow}\n" + block)
+    log.info("the GPU servers are declared to the controller in %s", path)
+    return {"LOOM_POLICY": str(path)}
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -174,7 +206,9 @@ def _run(args: argparse.Namespace, graph: nx.MultiGraph, run_dir: Path) -> int:
         address = args.controller or ("127.0.0.1", 6653)
         if args.start_controller:
             port = free_port()
-            ctl = ControllerProcess(args.app, ofp_port=port, log_path=run_dir / "controller.txt")
+            env = controller_env(args.policy, graph, run_dir, os.environ)
+            log_path = run_dir / "controller.txt"
+            ctl = ControllerProcess(args.app, ofp_port=port, env=env, log_path=log_path)
             log.info("starting controller %s on port %d (log %s)", args.app, port, ctl.log_path)
             stack.enter_context(ctl)
             address = ctl.address

@@ -76,6 +76,7 @@ from mininet_scenarios.bench.rails_report import (
 )
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.processes import REPO_ROOT
+from mininet_scenarios.harness.servers import servers_yaml
 from mininet_scenarios.workloads.collectives.hosts import CollectiveError, host_ips, set_mtu
 from mininet_scenarios.workloads.collectives.model import JobPlan
 from mininet_scenarios.workloads.collectives.multijob import MixResult, run_mix
@@ -182,15 +183,7 @@ def one_switch_graph(graph: nx.MultiGraph) -> nx.MultiGraph:
 
 def policy_yaml(graph: nx.MultiGraph) -> str:
     """One tenant with every NIC, and the servers with their NICs in NIC order (by MAC)."""
-    hosts = host_list(graph)
-    lines = [tenant_policy(graph, {TENANT: hosts}).rstrip("\n"), "servers:"]
-    servers: dict[str, list[str]] = {}
-    for h in hosts:
-        servers.setdefault(str(graph.nodes[h]["server"]), []).append(h)
-    for server, nics in servers.items():
-        lines += [f"  - name: {server}", "    nics:"]
-        lines += [f'      - {{mac: "{graph.nodes[n]["mac"]}"}}' for n in nics]
-    return "\n".join(lines) + "\n"
+    return tenant_policy(graph, {TENANT: host_list(graph)}) + servers_yaml(graph)
 
 
 # --------------------------------------------------------------------------- running

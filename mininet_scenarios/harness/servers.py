@@ -141,6 +141,19 @@ def servers_of(nics: Mapping[str, NicPort]) -> dict[str, list[str]]:
     return {s: sorted(names, key=lambda n: nics[n].nic) for s, names in out.items()}
 
 
+def servers_yaml(graph: nx.MultiGraph) -> str:
+    """The policy's ``servers:`` block for ``graph``'s GPU servers: each server's NICs by
+    MAC, in NIC order; empty for a graph without servers."""
+    ports = nic_ports(graph)
+    if not ports:
+        return ""
+    lines = ["servers:"]
+    for server, names in servers_of(ports).items():
+        lines += [f"  - name: {server}", "    nics:"]
+        lines += [f'      - {{mac: "{graph.nodes[n]["mac"]}"}}' for n in names]
+    return "\n".join(lines) + "\n"
+
+
 def configure_nics(run: Callable[[str], str], server: str, intfs: Sequence[str]) -> None:
     """Set :data:`MULTI_NIC_SYSCTLS` on each of ``intfs`` (``run``: a command in the
     server's namespace) and read them back; ``FabricError`` if any did not take."""

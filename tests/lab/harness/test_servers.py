@@ -4,8 +4,12 @@ rendezvous address. (Building them is ``tests/emulation/test_rail_servers.py``.)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from controller.policy.loader import load_policy
+from mininet_scenarios.cli import controller_env
 from mininet_scenarios.harness.network import FabricNet
 from mininet_scenarios.harness.ovs import FabricError
 from mininet_scenarios.harness.servers import nic_ports, rail_pairs, servers_of
@@ -84,3 +88,23 @@ def test_servers_that_cannot_be_built_are_refused() -> None:
     with pytest.raises(FabricError, match="NIC index None"):
         nic_ports(g)
     assert servers_of(nic_ports(RAILS)) == {"s1": ["s1n0", "s1n1"], "s2": ["s2n0", "s2n1"]}
+
+
+def test_loom_scenario_declares_a_server_fabric_to_the_controller_it_starts(
+    tmp_path: Path,
+) -> None:
+    """``loom-scenario rail_optimized:... --start-controller`` tells Loom the servers, in
+    a policy its own loader accepts, with every host let in; ``--policy`` or a
+    ``LOOM_POLICY`` already set wins, and other fabrics get none."""
+    env = controller_env(None, RAILS, tmp_path, {})
+    policy = load_policy(env["LOOM_POLICY"])
+    assert policy.fabric.unassigned_hosts == "allow" and policy.tenants == []
+    macs = {s.name: [n.mac for n in s.nics] for s in policy.servers}
+    want = {
+        s: [RAILS.nodes[n]["mac"] for n in nics] for s, nics in servers_of(nic_ports(RAILS)).items()
+    }
+    assert macs == want and list(macs) == ["s1", "s2"]
+    mine = tmp_path / "mine.yaml"
+    assert controller_env(mine, RAILS, tmp_path, {}) == {"LOOM_POLICY": str(mine.resolve())}
+    assert controller_env(None, RAILS, tmp_path, {"LOOM_POLICY": str(mine)}) == {}
+    assert controller_env(None, fat_tree(4), tmp_path, {}) == {}
