@@ -18,18 +18,10 @@ from prometheus_client.registry import Collector
 from controller.cluster.metrics import ClusterFigures, cluster_docs, cluster_families
 from controller.collectives import JobState
 from controller.conductor import OPTIONAL, Conductor
+from controller.metricdoc import MetricDoc
 from controller.policy.manager import PolicyStatus
 from controller.telemetry import imbalance
 from controller.view import FabricView
-
-
-@dataclass(frozen=True)
-class MetricDoc:
-    name: str
-    kind: str
-    labels: tuple[str, ...]
-    help: str
-
 
 LINK = ("src_switch", "src_port", "dst_switch", "dst_port")
 PORT = ("switch", "port")
@@ -238,7 +230,7 @@ METRICS = [
         "Time to compute routes (kind=routes) or a traffic-engineering plan (kind=te).",
     ),
 ]
-METRICS += cluster_docs(MetricDoc)
+METRICS += cluster_docs()
 PACKET_IN_KINDS = {
     "lldp_in": "lldp",
     "arp_in": "arp",

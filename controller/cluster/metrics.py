@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-if TYPE_CHECKING:
-    from controller.metrics import MetricDoc
+from controller.metricdoc import MetricDoc
 
 Family = GaugeMetricFamily | CounterMetricFamily
 
@@ -35,53 +33,57 @@ class ClusterFigures:
     dropped: Mapping[str, int] = field(default_factory=dict)  # writes not sent, by reason
 
 
-def cluster_docs(doc: type[MetricDoc]) -> list[MetricDoc]:
+def cluster_docs() -> list[MetricDoc]:
     return [
-        doc("loom_cluster_members", "gauge", (), "Live Loom instances in the cluster (0: alone)."),
-        doc(
+        MetricDoc(
+            "loom_cluster_members", "gauge", (), "Live Loom instances in the cluster (0: alone)."
+        ),
+        MetricDoc(
             "loom_cluster_switch_master",
             "gauge",
             ("switch", "member"),
             "1 for the instance that masters each switch, as the cluster store says.",
         ),
-        doc(
+        MetricDoc(
             "loom_cluster_switches_mastered",
             "gauge",
             (),
             "Switches this instance masters (its role request answered).",
         ),
-        doc(
+        MetricDoc(
             "loom_cluster_switches_unmastered",
             "gauge",
             (),
             "Switches connected to a live instance that no instance masters.",
         ),
-        doc(
+        MetricDoc(
             "loom_cluster_mastership_changes_total",
             "counter",
             ("change",),
             "Switches this instance gained, lost (to another, or with its lease) or released.",
         ),
-        doc("loom_cluster_store_up", "gauge", (), "1 while the cluster store (etcd) answers."),
-        doc(
+        MetricDoc(
+            "loom_cluster_store_up", "gauge", (), "1 while the cluster store (etcd) answers."
+        ),
+        MetricDoc(
             "loom_cluster_store_rtt_seconds",
             "gauge",
             (),
             "Round-trip time of the last request to the cluster store.",
         ),
-        doc(
+        MetricDoc(
             "loom_cluster_state_revision",
             "gauge",
             (),
             "Store revision of the shared state (jobs, policy) this instance applies.",
         ),
-        doc(
+        MetricDoc(
             "loom_cluster_store_leader_changes_total",
             "counter",
             (),
             "Leader elections of the cluster store seen by this instance.",
         ),
-        doc(
+        MetricDoc(
             "loom_cluster_writes_dropped_total",
             "counter",
             ("reason",),
