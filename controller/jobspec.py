@@ -26,11 +26,10 @@ from pydantic import (
     field_validator,
 )
 
+from controller.joblimits import MAX_PRIORITY, MAX_WEIGHT
 from controller.qos import CLASSES
 from controller.vocabulary import DIRECTIONS, NAME_RE, PATTERNS
 
-MAX_PRIORITY = 1000
-MAX_WEIGHT = 100
 MAX_RANKS = 4096  # a ring: one pair per rank
 MAX_ALL_TO_ALL_RANKS = 256  # an all-to-all: n(n-1) pairs, 65,280 at this size
 Pair = tuple[str, str]  # (source IPv4, destination IPv4)

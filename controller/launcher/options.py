@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from controller.jobspec import MAX_PRIORITY, MAX_WEIGHT
+from controller.joblimits import MAX_PRIORITY, MAX_WEIGHT
 from controller.launcher.client import LoomClient, add_api_options, client_from
 
 DEFAULT_RDZV_PORT = 29500  # torchrun's default master port
