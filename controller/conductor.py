@@ -24,6 +24,7 @@ from controller.engineer import TrafficEngineer
 from controller.jobs import JobBook
 from controller.jobspec import JobSpec
 from controller.limits import NO_LIMITS
+from controller.linkloads import Meters
 from controller.model import (
     MAX_PHYSICAL_PORT,
     OFPP_TABLE,
@@ -119,6 +120,7 @@ class Conductor:
         self.readings = Readings(self.topo, self.te.flows, mbps and mbps * 1e6, self.te.paths)
         self.telemetry, self.capacities = self.readings.telemetry, self.readings.capacities
         self.te.keeping = self.readings.gray.keeping
+        self.te.meters = Meters(self.telemetry.tx_bps, self.capacity)
         self.jobs = JobBook(self.config.qos, self.config.job_levels)
         self.admission = TenantAdmission()
         self.limits = NO_LIMITS  # switch profiles (the policy's hardware section)
@@ -279,7 +281,7 @@ class Conductor:
             self.events["flow_in"] += 1
             frame = replace(frame, eth_dst=self.book.host_at(frame.eth_dst) or frame.eth_dst)
             at = (pkt.dpid, pkt.in_port)
-            return self._commit(self.te.caught(now, self.topo, self.routes, at, frame, self.load))
+            return self._commit(self.te.caught(now, self.topo, self.routes, at, frame))
         if isinstance(frame, EthFrame):
             return self._route_miss(pkt, frame)
         self.events["undecodable_in"] += 1
@@ -313,7 +315,7 @@ class Conductor:
         return {}
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
-        self.te.counted(now, dpid, stats, self.capacity)
+        self.te.counted(now, dpid, stats)
         self.jobs.counted(now, dpid, stats)
         return {}
 
@@ -338,10 +340,7 @@ class Conductor:
         quiet = now - self._changed_at >= DISCOVERY_QUIET
         if self._dirty and (quiet or now - self._dirty_since >= DISCOVERY_BATCH):
             merge(out, self._replan_all(now))
-        merge(
-            out,
-            self._commit(self.te.tick(now, self.topo, self.routes, self.telemetry, self.capacity)),
-        )
+        merge(out, self._commit(self.te.tick(now, self.topo, self.routes)))
         merge(out, self.work(now))
         merge(out, self._poll(self.polls.due(now, dict.fromkeys(self.topo.switches, 1.0))))
         weights = {d: float(len(s.ports)) for d, s in self.topo.switches.items()}

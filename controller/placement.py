@@ -1,5 +1,6 @@
 """Traffic engineering's placement as pure functions (no state, no clock): candidate paths,
-demands, placement. The stateful half, ``controller.engineer``, calls it.
+demands, placement. The stateful halves (``controller.elephants``,
+``controller.firstpacket``, ``controller.ackstreams``) call it.
 
 ``place`` puts elephant flows on paths so that the most utilised link is as low as it
 can be, then spreads what is left (sum of squared utilisations). It starts from where

@@ -1,5 +1,5 @@
 """Elephants placed again from the Clos edge colouring, where moving one at a time leaves
-a link over capacity (traffic engineering's last resort; ``controller.engineer`` asks).
+a link over capacity (traffic engineering's last resort; ``controller.elephants`` asks).
 
 Flows placed one by one at their first packet meet on half the links of a random
 permutation at k=16, and no single move undoes such a tangle, while the colouring

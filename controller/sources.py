@@ -8,8 +8,8 @@ Sources never send anything: the conductor (``controller.conductor``) commits th
 through the rule store, protected by fast failover where the owner kind follows routes.
 
 This module holds the sources that are a few lines each; delivery to hosts
-(``controller.delivery``), traffic engineering (``controller.engineer``) and jobs
-(``controller.jobs``) are sources of their own.
+(``controller.delivery``), traffic engineering (``controller.engineer``, over its
+concerns) and jobs (``controller.jobs``) are sources of their own.
 """
 
 from __future__ import annotations

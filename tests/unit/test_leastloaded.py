@@ -120,7 +120,7 @@ def tracking(config: TeConfig) -> tuple[TrafficEngineer, Callable[[str, str, int
         a, b = g.nodes[src], g.nodes[dst]
         frame = EthFrame(a["mac"], b["mac"], ETH_TYPE_IPV4, None, a["ip"], b["ip"], 6, sport, dport)
         host = topo.hosts[a["mac"]]
-        te.caught(0.0, topo, routes, (host.dpid, host.port), frame, lambda link: 0.0)
+        te.caught(0.0, topo, routes, (host.dpid, host.port), frame)
         return FlowKey(a["ip"], b["ip"], 6, sport, dport) in te.flows.flows
 
     return te, first_packet

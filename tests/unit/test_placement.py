@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.engineer import TeConfig, TrafficEngineer
+from controller.linkloads import Meters
 from controller.model import PortRef, PortStats
 from controller.placement import (
     Demand,
@@ -187,12 +188,13 @@ def test_background_below_the_floor_counts_as_none() -> None:
         stats = [PortStats(1, tx_bytes=scale * 62_500), PortStats(2, tx_bytes=scale * 375_000)]
         telemetry.port_stats(now, 7, stats)
     cap = {(7, 1): 10e6, (7, 2): 10e6}
-    engineer = TrafficEngineer(TeConfig(background_floor=0.1))
-    background = engineer._background(cap, telemetry, [], ROUTES, Topology())
+    links = Meters(telemetry.tx_bps, cap.__getitem__).at(2.0)
+    engineer = TrafficEngineer(TeConfig(background_floor=0.1)).elephants
+    background = engineer.background(cap, links, [], ROUTES, Topology())
     assert background[(7, 1)] == 0.0
     assert background[(7, 2)] == pytest.approx(3e6, rel=0.3)
-    no_floor = TrafficEngineer(TeConfig(background_floor=0.0))
-    assert no_floor._background(cap, telemetry, [], ROUTES, Topology())[(7, 1)] > 0.0
+    no_floor = TrafficEngineer(TeConfig(background_floor=0.0)).elephants
+    assert no_floor.background(cap, links, [], ROUTES, Topology())[(7, 1)] > 0.0
 
 
 def test_placement_of_thousands_of_demands_over_capacity_returns() -> None:
