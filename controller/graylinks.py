@@ -50,6 +50,7 @@ class GrayConfig:
     witness_within: float = 10.0  # s a flow that held a direction low counts as a witness
     suspect_after: float = 2.0  # s all of that must last
     gain: float = 1.25  # flows that sped up this much (median) once moved confirm it
+    gain_for: float = 1.0  # s the gain must last (a flow's rate from one reading is noisy)
     judge_after: float = 2.0  # s with none of them on it before judging
     clear_after: float = 5.0  # ... and before clearing (TCP regains its rate slowly)
     judge_within: float = 10.0  # s after which those moved are judged without the rest
@@ -95,6 +96,7 @@ class Marked:
     rates: dict[Hashable, float] = field(default_factory=dict)  # its flows when suspected
     left: float | None = None  # since when none of its flows crosses it
     kept: frozenset[PortRef] = frozenset()  # links its moved flows must still cross
+    gained: float | None = None  # since when its moved flows are faster
 
 
 @dataclass(frozen=True)
@@ -235,8 +237,9 @@ class GrayLinks:
         that moved them off the nearer link too would prove nothing): placement's hint."""
         out: dict[Hashable, frozenset[PortRef]] = {}
         for m in self.marked.values():
-            if m.state == "suspect" and m.kept:
-                out.update((k, out.get(k, frozenset()) | m.kept) for k in m.rates)
+            kept = m.kept - self.marked.keys()  # a kept link under test itself is left
+            if m.state == "suspect" and kept:
+                out.update((k, out.get(k, frozenset()) | kept) for k in m.rates)
         return out
 
     def _holders(self, ref: PortRef, on: list[Crossing], read: Readout) -> list[Crossing]:
@@ -253,7 +256,8 @@ class GrayLinks:
         if read.shown(ref, c.room * level):
             return []  # it carried more lately: something else holds it now
         held = [x for x in on if x.rate_bps >= c.counts * level]
-        if all(_room(x, ref, read) >= c.room * x.rate_bps for x in held):
+        unproven = {o: m.kind_level for o, m in self.marked.items() if m.state == "suspect"}
+        if all(_room(x, ref, read, unproven) >= c.room * x.rate_bps for x in held):
             return held
         return []
 
@@ -282,9 +286,13 @@ class GrayLinks:
             del self.marked[ref]  # its flows ended or left by a way that proves nothing
             log.info("link %016x:%d believed again: nothing left to judge it by", *ref)
             return "untested"
-        if statistics.median(gains) < c.gain and now - m.left < c.clear_after:
+        faster = statistics.median(gains) >= c.gain
+        m.gained = (m.gained if m.gained is not None else now) if faster else None
+        if not faster and now - m.left < c.clear_after:
             return None  # not yet faster: a moved flow may still be climbing
-        if statistics.median(gains) >= c.gain:
+        if m.gained is not None and now - m.gained < c.gain_for:
+            return None  # faster in one reading: it must last
+        if faster:
             m.state, m.since = "degraded", now
             log.warning(
                 "link %016x:%d degraded: carries %.3g Mbit/s where its kind carries %.3g;"
@@ -346,11 +354,15 @@ def _depth(fabric: tuple[PortRef, ...], ref: PortRef) -> int:
     return min(i, len(fabric) - 1 - i)
 
 
-def _room(x: Crossing, suspect: PortRef, read: Readout) -> float:
+def _room(x: Crossing, suspect: PortRef, read: Readout, unproven: dict[PortRef, float]) -> float:
     """The most ``x`` could send on its other links: on each, what the link leaves over
-    what everything else on it sends now (``x`` may take back its own rate)."""
+    what everything else on it sends now (``x`` may take back its own rate). A link
+    under test (``unproven``) counts at its kind's level: a suspect beside another
+    (the flows of a slow edge link cross the links beyond it, held as low) must not
+    hide the other, or the one found first would be the only one tested."""
     room = read.belief(x.ingress) - read.rx_bps(x.ingress) + x.rate_bps
     for ref in (*x.fabric, *((x.egress,) if x.egress is not None else ())):
         if ref != suspect:
-            room = min(room, read.belief(ref) - read.tx_bps(ref) + x.rate_bps)
+            belief = unproven.get(ref) or read.belief(ref)
+            room = min(room, belief - read.tx_bps(ref) + x.rate_bps)
     return room

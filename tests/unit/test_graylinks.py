@@ -180,11 +180,13 @@ def test_flows_that_speed_up_once_moved_confirm_it_and_it_is_tried_again_later()
     assert still == [] and gray.marked[SLOW].left is None  # still on it: nothing to judge
     moved = [crossing(HEALTHY, 3.6)]
     assert gray.review(t + 1.5, [SLOW], Crossings(moved), held_slow()) == []  # left
-    assert gray.review(t + 1.5 + c.judge_after, [SLOW], Crossings(moved), held_slow()) == [
+    judged = t + 1.5 + c.judge_after
+    assert gray.review(judged, [SLOW], Crossings(moved), held_slow()) == []  # one reading
+    assert gray.review(judged + c.gain_for, [SLOW], Crossings(moved), held_slow()) == [
         (SLOW, "degraded")
     ]
     assert believed(gray) == {SLOW: (1 * MBPS, "degraded")}
-    later = t + 1.5 + c.judge_after + c.retry_after
+    later = judged + c.gain_for + c.retry_after
     assert gray.review(later - 1, [SLOW], Crossings(moved), held_slow()) == []
     assert gray.review(later, [SLOW], Crossings(moved), held_slow()) == [(SLOW, "retried")]
     assert believed(gray) == {}
@@ -338,6 +340,9 @@ def test_the_test_counts_only_flows_that_kept_the_nearer_cable(
     moved = Crossings([x_on(moved_to, mbps)])
     gray.review(t + 1.0, [SLOW], moved, read)
     after = c.clear_after if verdicts[0][1] == "cleared" else c.judge_after
+    if verdicts[0][1] == "degraded":  # faster: once, then for ``gain_for``
+        assert gray.review(t + 1.0 + after, [SLOW], moved, read) == []
+        after += c.gain_for
     assert gray.review(t + 1.0 + after, [SLOW], moved, read) == verdicts
     if verdicts[-1] == (UP, "suspected"):
         assert believed(gray)[UP] == SUSPECT
@@ -352,3 +357,38 @@ def test_a_mouse_on_the_link_does_not_decide_it() -> None:
     gray.review(0.0, [SLOW], flows, read)
     assert gray.review(2.0, [SLOW], flows, read) == [(SLOW, "suspected")]
     assert gray.marked[SLOW].rates == {"f1": 1 * MBPS}
+
+
+def test_a_gain_in_one_reading_alone_confirms_nothing() -> None:
+    """Flow rates come from counters a switch updates in steps: one fast reading of a
+    flow that kept the link that holds it must not condemn the link it left."""
+    c = GrayConfig()
+    gray = GrayLinks(c)
+    t = suspect(gray)
+    gray.review(t + 0.5, [SLOW], Crossings([crossing(HEALTHY, 1.0)]), held_slow())  # left
+    judged = t + 0.5 + c.judge_after
+    assert gray.review(judged, [SLOW], Crossings([crossing(HEALTHY, 1.5)]), held_slow()) == []
+    slow_again = Crossings([crossing(HEALTHY, 1.0)])
+    assert gray.review(judged + c.gain_for, [SLOW], slow_again, held_slow()) == []
+    assert gray.marked[SLOW].gained is None
+    assert gray.review(t + 0.5 + c.clear_after, [SLOW], slow_again, held_slow()) == [
+        (SLOW, "cleared")
+    ]
+
+
+def test_a_suspect_does_not_hide_the_link_beside_it_that_holds_the_same_flow() -> None:
+    """The flows of a slow edge cable cross the links beyond it, held as low. Whichever
+    is suspected first, believed at its level, must not leave the other without room:
+    both are tested, and a kept link under test is no longer kept."""
+    gray = GrayLinks()
+    read = two_cables()
+    marked_belief = dataclasses.replace(
+        read, belief=lambda ref: gray.marked[ref].level if ref in gray.marked else 4 * MBPS
+    )
+    flows = Crossings([x_on(X_WAY), Crossing("y", 1 * MBPS, Y_WAY, (7, 1), (8, 1))])
+    for t in (0.0, 2.0, 4.0):
+        gray.review(t, [SLOW, (3, 2)], flows, marked_belief)
+    assert gray.marked[SLOW].kept == {UP}
+    gray.marked[UP] = Marked("suspect", 4.0, 1 * MBPS, 4 * MBPS, {"x": 1 * MBPS})
+    assert gray.keeping() == {"y": {DOWN}}  # UP is under test itself: x may leave it
+    assert gray._holders(UP, [x_on(X_WAY)], marked_belief)  # room despite SLOW's belief
