@@ -328,6 +328,11 @@ class PortStats:
     tx_dropped: int = 0
     rx_errors: int = 0
     tx_errors: int = 0
+    # How long the port has been up, by the switch's own clock, when it read the counters
+    # (None: not reported). Rates are taken over it: the time between replies as the
+    # controller sees them varies with every queue on the way, by a tenth of a
+    # half-second poll on a busy switch, and a level TCP holds would not read flat.
+    uptime: float | None = None
 
 
 @dataclass(frozen=True)

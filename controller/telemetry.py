@@ -66,7 +66,7 @@ class Telemetry:
             old = self.ports.get(ref)
             sample = PortSample(s, now)
             if old is not None and now > old.at and s.tx_bytes >= old.stats.tx_bytes:
-                dt, was = now - old.at, old.stats
+                dt, was = _interval(now - old.at, s.uptime, old.stats.uptime), old.stats
                 sent = s.tx_bytes - was.tx_bytes
                 drops = max(0, s.tx_dropped - was.tx_dropped)
                 if every or drops:
@@ -142,3 +142,12 @@ def poll_requests(
             msgs.append(flows)
         out[dpid] = msgs
     return out
+
+
+def _interval(seen: float, uptime: float | None, before: float | None) -> float:
+    """Seconds between two readings: by the switch's clock where it gives one (a port
+    that went down and up again, or a switch that rounds it away, leaves the
+    controller's), else as the controller saw the replies arrive."""
+    if uptime is None or before is None or not 0 < uptime - before < 2 * seen + 1:
+        return seen
+    return uptime - before

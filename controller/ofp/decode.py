@@ -60,9 +60,21 @@ def port_stats(body: list[Any]) -> list[PortStats]:
             s.tx_dropped,
             s.rx_errors,
             s.tx_errors,
+            _uptime(s),
         )
         for s in body
     ]
+
+
+UNKNOWN_DURATION = 0xFFFFFFFF  # OpenFlow 1.3: a switch that does not keep port durations
+
+
+def _uptime(s: Any) -> float | None:
+    sec = getattr(s, "duration_sec", UNKNOWN_DURATION)
+    nsec = getattr(s, "duration_nsec", UNKNOWN_DURATION)
+    if sec == UNKNOWN_DURATION or nsec == UNKNOWN_DURATION:
+        return None
+    return float(sec) + nsec / 1e9
 
 
 def flow_stats(body: list[Any]) -> list[FlowStats]:

@@ -427,3 +427,23 @@ def test_a_match_and_actions_built_once_serialize_alike_in_every_message() -> No
         assert wire(FlowMod(Op.ADD, rule)) == fresh[rule]
     encode.match.cache_clear()
     assert wire(FlowMod(Op.ADD, RULE)) == fresh[RULE]
+
+
+def test_port_counters_decode_with_the_switch_clock() -> None:
+    """A port-stats reply as Ryu parses it off the wire: the port's duration becomes its
+    uptime (rates are taken over it); a switch that does not keep it gives none."""
+    import struct
+
+    from ryu.ofproto import ofproto_v1_3 as ofp13
+
+    from controller.ofp import decode
+
+    def reply(sec: int, nsec: int) -> Any:
+        fields = (3, 5, 6, 700, 800, 0, 1, 0, 0, 0, 0, 0, 0, sec, nsec)
+        wire = struct.pack(ofp13.OFP_PORT_STATS_PACK_STR, *fields)
+        return parser.OFPPortStats.parser(wire, 0)
+
+    (kept,) = decode.port_stats([reply(12, 250_000_000)])
+    assert (kept.port_no, kept.tx_bytes, kept.tx_dropped, kept.uptime) == (3, 800, 1, 12.25)
+    (unknown,) = decode.port_stats([reply(0xFFFFFFFF, 0xFFFFFFFF)])
+    assert unknown.uptime is None
