@@ -1,8 +1,9 @@
 """What the fabric is doing: port counters turned into rates and link utilisation.
 
 Switches report cumulative counters; the rate of a port is the difference between two
-reports over the time between them (``now`` as the shim saw the replies), smoothed with
-an EWMA so one late reply does not read as a spike. A directed link's load is what its
+reports over the time between them, by the switch's clock where it gives one (the
+port's uptime; else ``now`` as the shim saw the replies), smoothed with an EWMA so one
+odd interval does not read as a spike. A directed link's load is what its
 source port transmits; its utilisation is that over the link's capacity.
 """
 
