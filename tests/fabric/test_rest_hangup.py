@@ -9,7 +9,6 @@ import json
 import logging
 import socket
 import struct
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -19,31 +18,18 @@ import pytest
 from controller.api import LoomApi
 from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
-from controller.metrics import LoomMetrics, ShimCounts
-from controller.model import Messages
+from controller.metrics import LoomMetrics
+from tests.restserver import ShimApp, serving
 from tests.sim import LoomSim
 from topologies import fat_tree
 
-hub = pytest.importorskip("ryu.lib.hub")
-ryu_wsgi = pytest.importorskip("ryu.app.wsgi")
-from controller.ofp.rest import API_INSTANCE, APP_INSTANCE, LoomRestController  # noqa: E402
+pytest.importorskip("ryu.app.wsgi")
 
 HEAD = (
     b"POST /loom/v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
     b"Content-Length: 1000\r\n\r\n"
 )
 PARTIAL = b'{"name": "'  # 10 of the 1,000 bytes announced
-
-
-class ShimApp:
-    """What ``LoomRestController`` uses of ``FabricApp``: its counts and its sender."""
-
-    def __init__(self, counts: ShimCounts) -> None:
-        self.counts = counts
-        self.sent: list[Messages] = []
-
-    def send(self, messages: Messages) -> None:
-        self.sent.append(messages)
 
 
 class Served:
@@ -54,39 +40,13 @@ class Served:
         return self.metrics.registry.get_sample_value("loom_api_aborted_requests_total")
 
 
-def _serve(wsgi: Any, ready: threading.Event, stop: threading.Event, port: list[int]) -> None:
-    """Ryu's WSGI server, in a thread of its own with its own eventlet hub (nothing is
-    monkey-patched), until ``stop``."""
-    import eventlet
-
-    server = hub.WSGIServer(("127.0.0.1", 0), wsgi)
-    port.append(server.server.getsockname()[1])
-    thread = eventlet.spawn(server.serve_forever)
-    ready.set()
-    while not stop.is_set():
-        eventlet.sleep(0.01)
-    thread.kill()
-    server.server.close()
-
-
 @pytest.fixture
 def served() -> Iterator[Served]:
     sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
     metrics = LoomMetrics(sim.core)
     app = ShimApp(metrics.shim)
-    wsgi = ryu_wsgi.WSGIApplication()
-    api = LoomApi(sim.core, lambda: sim.now)
-    wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})
-    ready, stop = threading.Event(), threading.Event()
-    port: list[int] = []
-    thread = threading.Thread(target=_serve, args=(wsgi, ready, stop, port), daemon=True)
-    thread.start()
-    assert ready.wait(5), "the WSGI server did not start"
-    try:
-        yield Served(sim, metrics, app, port[0])
-    finally:
-        stop.set()
-        thread.join(5)
+    with serving(LoomApi(sim.core, lambda: sim.now), app) as port:
+        yield Served(sim, metrics, app, port)
 
 
 def _request(port: int, data: bytes, hang_up: str = "half-close") -> bytes:
