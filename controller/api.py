@@ -209,7 +209,7 @@ class LoomApi:
             data, body = self._nic_refs(data, raw, body)
             spec = parse_job(data)
             if self.shared is not None:  # checked, then stored, then applied here
-                self.fabric.jobs.check(spec, self.fabric.tenants)
+                self.fabric.sources.jobs.check(spec, self.fabric.inputs.tenants)
                 self.shared.publish_job(spec.name, body, lease)
                 lease = None  # the store's lease expires it, on every instance at once
             try:
@@ -240,7 +240,7 @@ class LoomApi:
             if self.shared is not None and name in self.view.jobs:
                 lease = self.shared.renew_job(name)
                 return Response(200, {"name": name, "lease_seconds": lease, "expires_in": lease})
-            job = self.fabric.jobs.renew(name, self.clock())
+            job = self.fabric.sources.jobs.renew(name, self.clock())
         except JobError as exc:
             return error(409 if exc.conflict else 404, str(exc), field=exc.field)
         assert job.lease is not None and job.expires is not None

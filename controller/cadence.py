@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -179,11 +179,12 @@ class Away:
             return gap
         return gap if gap > AWAY_AFTER else 0.0
 
-    def holds(self, now: float, held: bool, topo: Excusable, jobs: Excusable) -> bool:
-        """Excuse what this tick must; True while nothing may age."""
+    def holds(self, now: float, held: bool, clocks: Iterable[Excusable]) -> bool:
+        """Excuse what this tick must (to each of ``clocks``: the links, the leases, ...);
+        True while nothing may age."""
         excused = self.excused(now, held)
         if excused:
             log.info("%.1f s without ticking or held: links and leases excused", excused)
-            topo.excuse(now, excused)
-            jobs.excuse(now, excused)
+            for clock in clocks:
+                clock.excuse(now, excused)
         return held

@@ -1,10 +1,11 @@
 """The core: domain events in, OpenFlow-shaped messages out.
 
 ``Conductor`` never sleeps, never reads a clock and never imports Ryu: the shim passes
-``now`` and sends what each method returns. Topology changes re-plan every part;
-a host appearing re-plans only its destination switch; discovery bursts are batched
-into the next ``tick`` while a port going down is handled at once.
-"""
+``now`` and sends what each method returns. It updates what was learned and hands each
+event to every plan source (``controller.hooks``) through the planner, which commits
+what they plan (``controller.planner``); discovery is paced on its own
+(``controller.discovery``). A port going down is handled at once, discovery bursts are
+batched into the next ``tick``."""
 
 from __future__ import annotations
 
@@ -16,18 +17,15 @@ from typing import TYPE_CHECKING
 
 from controller.addressing import AddressBook
 from controller.arp import ArpService, announce
-from controller.cadence import Away, Cadence, Reprobes, lldp_asked, lldp_on
-from controller.compiler import held_hosts
+from controller.cadence import lldp_on
 from controller.config import FabricConfig as FabricConfig  # (re-exported)
-from controller.delivery import Destinations
-from controller.engineer import TrafficEngineer
-from controller.jobs import JobBook
+from controller.delivery import recover_hosts
+from controller.discovery import Discovery
+from controller.hooks import PlanInputs
 from controller.jobspec import JobSpec
-from controller.limits import NO_LIMITS
-from controller.linkloads import Meters
+from controller.lineup import assemble
 from controller.model import (
     MAX_PHYSICAL_PORT,
-    OFPP_TABLE,
     ArpFrame,
     CookieKind,
     EthFrame,
@@ -38,33 +36,16 @@ from controller.model import (
     LldpFrame,
     Messages,
     MeterRule,
-    Output,
     PacketIn,
-    PacketOut,
     PortDesc,
-    PortRef,
     PortStats,
-    RawFrame,
-    SwitchRules,
     cookie_kind,
     merge,
 )
-from controller.owners import OwnerKind, Plans
-from controller.qos import ack_marks
-from controller.readings import Readings
-from controller.routekeeper import RouteKeeper
+from controller.planner import Planner
 from controller.rulestore import RuleStore
-from controller.sources import (
-    BasePipeline,
-    FastFailover,
-    PlanInputs,
-    PlanSource,
-    Routing,
-    TenantAdmission,
-)
 from controller.sync import SwitchSync
-from controller.telemetry import poll_requests
-from controller.tenants import TenantView, readmit
+from controller.tenants import readmit
 from controller.topology import Host, Topology
 
 if TYPE_CHECKING:
@@ -74,104 +55,51 @@ log = logging.getLogger("loom.fabric")
 
 
 PROBES_PER_JOB = 64  # ARP probes a new job sends at once for hosts not heard from yet
-DISCOVERY_QUIET = 0.25  # seconds without a new link before a batched re-plan
-DISCOVERY_BATCH = 1.0  # ... or at most this long after the first change
-RESEND_PER_CALL = 64  # switches whose LLDP a call sends again after a wave (3,072 frames at k=48)
-# What the fabric may cost the event loop at rest: Ryu decodes and encodes each message
-# in Python, so polls and LLDP are budgeted by what the shim can carry beside everything
-# else (real switches at k=16: 4,096 LLDP frames and 640 polls a second kept a core busy).
-POLL_RATE = 400.0  # switches polled a second at most (k=16: each every 0.8 s; k=48: 7.2 s)
-LLDP_RATE = 1000.0  # LLDP frames a second at most (k=16: each port every 4.1 s)
-# Rules a switch may go without (forwarding falls back to its routes): where a switch's
-# profile caps flow entries, these are refused rather than overflow its tables.
-OPTIONAL = (OwnerKind.FLOW, OwnerKind.JOB, OwnerKind.QUIET)
 
 
 class Conductor:
-    """The conductor: turns each event into work for the plan sources and commits their
-    plans. ``timer`` (e.g. ``time.perf_counter``) only measures planning time."""
+    """The conductor: turns each event into work for the plan sources, which the planner
+    commits. ``timer`` (e.g. ``time.perf_counter``) only measures planning time."""
 
     def __init__(
         self, config: FabricConfig | None = None, timer: Callable[[], float] | None = None
     ) -> None:
         self.config = config or FabricConfig()
-        self.timer = timer or (lambda: 0.0)
-        self.timings: list[tuple[str, float]] = []
-        self.topo = Topology()
-        self.store = RuleStore()
-        self.sync = SwitchSync(self.config.settle_time)
-        self.book = AddressBook()
-        self.arp = ArpService(
-            self.config.arp_probe_interval, self.config.arp_wait_timeout, self.address_of
-        )
-        self.keeper = RouteKeeper()
-        self.routes = self.keeper.routes
-        self._replan_due = False  # a re-plan waits for its routes (computed over calls)
-        self._releasing: set[int] = set()  # read-back switches to release once routed
-        self._reguard: set[int] = set()  # switches whose routes new failover groups change
-        self._wave: set[int] = set()  # switches given their first skeleton in this pass
-        self._resend: set[int] = set()  # ... whose LLDP goes again once the wave is in
-        self.tenants = TenantView.of(None)
-        self.base = BasePipeline(self.config.te.enabled, self.config.qos, self.config.job_levels)
-        self.routing = Routing(self.book)
-        self.dests = Destinations(self.book)
-        self.te = TrafficEngineer(self.config.te, self.timer, ack_marks(self.config.qos))
-        mbps = self.config.link_capacity_mbps
-        self.readings = Readings(self.topo, self.te.flows, mbps and mbps * 1e6, self.te.paths)
-        self.telemetry, self.capacities = self.readings.telemetry, self.readings.capacities
-        self.te.keeping = self.readings.gray.keeping
-        self.te.meters = Meters(self.telemetry.tx_bps, self.capacity)
-        self.jobs = JobBook(self.config.qos, self.config.job_levels)
-        self.admission = TenantAdmission()
-        self.limits = NO_LIMITS  # switch profiles (the policy's hardware section)
-        self.failover = FastFailover(
-            self.config.fast_failover, select_groups=self.routing.select_groups
-        )
-        self.failover.fresh_detours(self.config.fresh_detours)
-        # The order of a full re-plan; failover last, as it protects what routes use.
-        self.sources: tuple[PlanSource, ...] = (
-            self.base,
-            self.routing,
-            self.dests,
-            self.te,
-            self.jobs,
-            self.admission,
-            self.failover,
-        )
-        self.events: Counter[str] = Counter()
-        self._dirty = False
-        self._dirty_since = 0.0  # when the learned graph first changed since the last plan
-        self._changed_at = 0.0  # when it last changed
-        self.polls = Cadence(self.config.poll_interval, POLL_RATE)
-        self.lldp = Cadence(self.config.lldp_interval, LLDP_RATE)
-        self.reprobes = Reprobes()
-        self.away = Away()
-        self._ports = 0  # live ports, for how far LLDP's interval is stretched
-        self._last_change = 0.0  # last time the routed graph changed
+        self.topo, self.book, self.events = Topology(), AddressBook(), Counter[str]()
+        self.store, self.sync = RuleStore(), SwitchSync(self.config.settle_time)
+        timer = timer or (lambda: 0.0)
+        self.sources, self.readings = assemble(self.config, self.topo, self.book, timer)
+        self.discovery = Discovery(self.config, self.topo)
+        self.planner = Planner(
+            self.sources, self.topo, self.readings.capacity, self.store, self.sync,
+            self.discovery, self.events, timer,
+        )  # fmt: skip
+        interval, wait = self.config.arp_probe_interval, self.config.arp_wait_timeout
+        self.arp = ArpService(interval, wait, self.address_of)
+
+    @property
+    def inputs(self) -> PlanInputs:
+        return self.planner.inputs
 
     def address_of(self, host: Host) -> str:
         """The MAC Loom hands out for ``host`` (see ``controller.addressing``); the first
         on a switch fixes its index, laid out on the fabric as learned so far."""
-        if not self.book.fixed(host.dpid) and self.routing.arrange(self.topo, self._dests):
-            self._replan_due = True  # routes planned on the indexes before
-        return self.book.address(host.mac, host.dpid, self.tenants.id_of(host.tenant), host.port)
-
-    def inputs(self) -> PlanInputs:
-        return PlanInputs(self.topo, self.routes, self.tenants, self.capacity, self.limits)
+        if not self.book.fixed(host.dpid):
+            self.planner.arrange()
+        tenant = self.inputs.tenants.id_of(host.tenant)
+        return self.book.address(host.mac, host.dpid, tenant, host.port)
 
     # -- switch lifecycle -----------------------------------------------------
     def switch_up(self, now: float, dpid: int, ports: list[PortDesc]) -> Messages:
         """A switch connected: read what it holds before changing anything (it may have
         kept forwarding while Loom was away), and start discovery."""
         self.events["switch_up"] += 1
-        if dpid not in self.routes.index:  # a switch new to the routes: plan in a batch
-            self._mark_dirty(now)
+        if dpid not in self.inputs.routes.index:  # a switch new to the routes: plan in a batch
+            self.discovery.changed(now)
         self.topo.add_switch(dpid, ports)
-        self.telemetry.forget_switch(dpid)
+        self.readings.telemetry.forget_switch(dpid)
         self.sync.connected(dpid)
-        out = self._read_back(now, dpid)
-        merge(out, self._send_lldp(now, [dpid]))
-        return out
+        return merge(self._read_back(now, dpid), self.discovery.lldp_out(now, [dpid]))
 
     def _read_back(self, now: float, dpid: int) -> Messages:
         self.store.forget_switch(dpid)
@@ -210,34 +138,22 @@ class Conductor:
             return {}
         held = self.sync.adopt(now, dpid, flows, groups, meters)
         self.store.adopt(dpid, held)
-        self._recover_hosts(now, dpid, held)
+        recover_hosts(now, self.inputs, self.book, (dpid, held), self.events)
         self.events["switch_adopted"] += 1
-        if dpid in self.sync.repaired_at and not self._dirty:  # a repair: at once
-            return self._replan_all(now)
-        self._mark_dirty(now)  # connected: planned in a batch (they come by the hundred)
+        if dpid in self.sync.repaired_at and not self.discovery.dirty:  # a repair: at once
+            return self.planner.replan_all(now)
+        self.discovery.changed(now)  # connected: planned in a batch (they come by the hundred)
         return {}
-
-    def _recover_hosts(self, now: float, dpid: int, held: SwitchRules) -> None:
-        for mac, ip, port, address in held_hosts(held):
-            tenant = self.tenants.tenant_of(mac, ip, dpid, port)
-            if tenant is None:
-                continue
-            self.book.adopt(dpid, mac, address)
-            known = self.topo.hosts.get(mac)
-            if known is None:  # a host that spoke since is fresher than its old rule
-                self.topo.learn_host(now, mac, ip, dpid, port, tenant)
-            if known is None or (known.dpid, known.port) == (dpid, port):
-                self.events["host_recovered"] += 1
 
     def switch_down(self, now: float, dpid: int) -> Messages:
         self.events["switch_down"] += 1
         self.topo.remove_switch(dpid)
         self.sync.disconnected(dpid)
         self.store.forget_switch(dpid)
-        self.telemetry.forget_switch(dpid)
-        self.capacities.forget_switch(dpid)
-        self.te.forget_switch(dpid)
-        return self._replan_all(now)
+        self.readings.forget_switch(dpid)
+        for source in self.sources:
+            source.switch_down(dpid)
+        return self.planner.replan_all(now)
 
     def port_status(self, now: float, dpid: int, desc: PortDesc, deleted: bool = False) -> Messages:
         """PortStatus: a dead port takes its links down now, without waiting for LLDP."""
@@ -247,10 +163,9 @@ class Conductor:
         out: Messages = {}
         ends = self.topo.ends_at((dpid, desc.port_no)) if deleted or not desc.up else {}
         if self.topo.port_changed(dpid, desc, deleted, now):
-            merge(out, self._replan_all(now))
-        if self._replan_due:  # no routes yet: the ends keep theirs, without the dead link
-            guarded = self.failover.protection.first
-            merge(out, self._commit(self.routing.interim(self.inputs(), ends, guarded, True)))
+            merge(out, self.planner.replan_all(now))
+        if self.planner.replan_due:  # no routes yet: what cannot wait for them
+            merge(out, self.planner.each(lambda source, inputs: source.link_down(inputs, ends)))
         if desc.up and not deleted and desc.port_no <= MAX_PHYSICAL_PORT:
             merge(out, lldp_on(dpid, [desc.port_no], now))
         return out
@@ -265,335 +180,121 @@ class Conductor:
             return {}
         if isinstance(frame, LldpFrame):
             self.events["lldp_in"] += 1
-            if self.topo.link_seen(
-                now, (frame.dpid, frame.port), (pkt.dpid, pkt.in_port), frame.sent
-            ):
-                self._mark_dirty(now)
+            self.discovery.heard(now, frame, (pkt.dpid, pkt.in_port))
             return {}
         if isinstance(frame, ArpFrame):
             self.events["arp_in"] += 1
             changed, packets = self.arp.handle(
-                now, self.topo, pkt.dpid, pkt.in_port, frame, self.tenants
+                now, self.topo, pkt.dpid, pkt.in_port, frame, self.inputs.tenants
             )
-            out = self._replan_host(now, frame.sha) if changed else {}
+            out = self.planner.host_changed(now, frame.sha) if changed else {}
             return merge(out, packets)
         if isinstance(frame, EthFrame) and cookie_kind(pkt.cookie) is CookieKind.CATCH:
             self.events["flow_in"] += 1
-            frame = replace(frame, eth_dst=self.book.host_at(frame.eth_dst) or frame.eth_dst)
+            first = replace(frame, eth_dst=self.book.host_at(frame.eth_dst) or frame.eth_dst)
             at = (pkt.dpid, pkt.in_port)
-            return self._commit(self.te.caught(now, self.topo, self.routes, at, frame))
+            return self.planner.each(lambda s, inputs: s.first_packet(now, inputs, at, first))
         if isinstance(frame, EthFrame):
-            return self._route_miss(pkt, frame)
+            parts = self.store.parts
+            event, out = self.sources.dests.reinject(self.inputs, pkt, frame, parts)
+            self.events[event] += 1
+            return out
         self.events["undecodable_in"] += 1
         return {}
-
-    def _route_miss(self, pkt: PacketIn, frame: EthFrame) -> Messages:
-        """A packet that beat its route to a switch: re-inject it once the route exists.
-        Between tenants there is no route on purpose: such packets are dropped here."""
-        dst_mac = self.book.host_at(frame.eth_dst)
-        src, dst = self.topo.hosts.get(frame.eth_src), self.topo.hosts.get(dst_mac or "")
-        from_edge = not self.topo.is_fabric_port((pkt.dpid, pkt.in_port))
-        crossing = src is None or dst is None or src.tenant != dst.tenant
-        if self.tenants.enforcing and from_edge and crossing:
-            self.events["isolation_dropped"] += 1
-            return {}
-        dest = self.dests.routed_to(dst_mac) if dst_mac else None
-        delivery = self.store.parts.get((OwnerKind.DEST, dest), {}).get(dest or 0)
-        routed = dest == pkt.dpid or (OwnerKind.ROUTE, pkt.dpid) in self.store.parts
-        flows = delivery.flows.values() if delivery is not None else ()
-        if not (
-            pkt.data and routed and any(r.match.get("eth_dst") == frame.eth_dst for r in flows)
-        ):
-            self.events["route_miss_dropped"] += 1
-            return {}
-        self.events["route_miss_reinjected"] += 1
-        return {pkt.dpid: [PacketOut(pkt.in_port, (Output(OFPP_TABLE),), RawFrame(pkt.data))]}
 
     # -- counters ---------------------------------------------------------------
     def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> Messages:
         self.events["stats_unknown_port"] += self.readings.port_stats(now, dpid, stats)
+        for source in self.sources:
+            source.port_stats(now, dpid, stats)
         return {}
 
     def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> Messages:
-        self.te.counted(now, dpid, stats)
-        self.jobs.counted(now, dpid, stats)
+        for source in self.sources:
+            source.flow_stats(now, dpid, stats)
         return {}
 
     def group_stats(self, now: float, dpid: int, stats: list[GroupStats]) -> Messages:
-        self.telemetry.group_stats(now, dpid, stats)
+        self.readings.telemetry.group_stats(now, dpid, stats)
+        for source in self.sources:
+            source.group_stats(now, dpid, stats)
         return {}
-
-    def load(self, link: PortRef) -> float:
-        return self.readings.load(link)
-
-    def capacity(self, ref: PortRef) -> float:
-        return self.readings.capacity(ref)
 
     # -- time -----------------------------------------------------------------
     def tick(self, now: float, held: bool = False) -> Messages:
         """Periodic work: expire links and ARP waits, apply batched changes, send LLDP.
         ``held``: a cluster member without its store keeps the fabric as it is."""
         out = self._settle(now)
-        if not self.away.holds(now, held, self.topo, self.jobs):
+        if not self.discovery.holds(now, held, self.sources):
             merge(out, self._age(now))
         self.arp.expire(now)
-        quiet = now - self._changed_at >= DISCOVERY_QUIET
-        if self._dirty and (quiet or now - self._dirty_since >= DISCOVERY_BATCH):
-            merge(out, self._replan_all(now))
-        merge(out, self._commit(self.te.tick(now, self.topo, self.routes)))
+        if self.discovery.replan_due(now):
+            merge(out, self.planner.replan_all(now))
+        merge(out, self.planner.each(lambda source, inputs: source.tick(now, inputs)))
         merge(out, self.work(now))
-        merge(out, self._poll(self.polls.due(now, dict.fromkeys(self.topo.switches, 1.0))))
-        weights = {d: float(len(s.ports)) for d, s in self.topo.switches.items()}
-        self._ports = int(sum(weights.values()))
-        merge(out, self._send_lldp(now, self.lldp.due(now, weights)))
-        merge(out, self.reprobes.due(now, self.topo.unlinked_ports))
-        return out
+        merge(out, self.discovery.poll(now, self.sources.polled(self.topo)))
+        return merge(out, self.discovery.probes_due(now))
 
     def _age(self, now: float) -> Messages:
-        """Links whose LLDP stopped and jobs whose lease ran out go."""
+        """Links whose LLDP stopped and owners whose time ran out (job leases) go."""
+        self.discovery.expire_links(now, self.readings.telemetry.receiving)
         out: Messages = {}
-        window = 2 * self.polls.period(len(self.topo.switches))
-        receiving = lambda: self.telemetry.receiving(now, window)  # noqa: E731
-        period = self.lldp.period(self._ports)
-        timeout = self.config.lldp_timeout * period / self.config.lldp_interval
-        asked = lldp_asked(self.lldp, self.topo.heard_at, now, period, timeout)
-        expired = self.topo.expire_links(now, timeout, receiving, asked)
-        for link in expired:
-            log.warning("link %016x:%d -> %016x:%d: no LLDP for %.1f s, removed", *link.src,
-                        *link.dst, now - link.last_seen)  # fmt: skip
-        if expired:
-            self._mark_dirty(now)
-        for name in self.jobs.expired(now):
-            log.warning("job %s: lease expired, removed", name)
-            merge(out, self.delete_job(name))
+        for owner in [o for source in self.sources for o in source.lapsed(now)]:
+            merge(out, self.store.remove(owner))
         return out
-
-    def _mark_dirty(self, now: float) -> None:
-        """The learned graph changed: re-plan once discovery pauses (a fabric coming up
-        finds thousands of links within a second; each re-plan costs the whole fabric)."""
-        if not self._dirty:
-            self._dirty, self._dirty_since = True, now
-        self._changed_at = now
 
     def _settle(self, now: float) -> Messages:
         """Switches read back after a (re)connect, once discovery has been quiet: those
         held on their old rules get plans for the whole relearned fabric (so a restart
         rewrites nothing that was right), then what no plan claimed is removed."""
-        settled, unheld = self.sync.settled(now, self._last_change)
-        out = self._replan_all(now) if unheld else {}
-        self._releasing.update(d for d in settled if d in self.store.adopted)
-        merge(out, self._release_routed())
-        return out
-
-    def _release_routed(self) -> Messages:
-        """Drop what no plan claimed on settled switches, once their routes are planned."""
-        out: Messages = {}
-        for dpid in sorted(self._releasing - self.routing.pending):
-            self._releasing.discard(dpid)
-            if dpid in self.store.adopted:
-                out[dpid] = self.store.release(dpid)
-        return out
+        settled, unheld = self.sync.settled(now, self.discovery.last_change)
+        out = self.planner.replan_all(now) if unheld else {}
+        return merge(out, self.planner.release(settled))
 
     @property
     def busy(self) -> bool:
-        """Whether planning is left to do (``work``): switches whose skeletons, routes or
-        detours are out of date, a re-plan waiting for its routes. Skeletons (and the LLDP
-        they let through) always: discovery through a switch waits for its LLDP catch
-        rule; the rest not while discovery goes on (planned on routes about to change,
-        they would be planned again)."""
-        if self.base.pending or self._resend:
-            return True
-        if self._dirty:
-            return False
-        return bool(
-            self._replan_due or self.routing.pending or self.failover.waiting or self._reguard
-        )
+        """Whether planning is left to do (``work``, see ``Planner.busy``)."""
+        return self.planner.busy
 
     @property
     def settled(self) -> bool:
         """Nothing learned or planned is pending (a cluster member takes switches only then)."""
         s = self.sync
-        return not (self._dirty or self.busy or s.reading or s.adopted_at or s.holding)
+        return not (self.discovery.dirty or self.busy or s.reading or s.adopted_at or s.holding)
 
     def work(self, now: float) -> Messages:
         """The next slice of planning left over from a re-plan (the shim calls this until
-        ``busy`` is false, yielding to other events in between; ``tick`` does one too):
-        switch skeletons, then routes, then detours."""
-        if not self.busy:
-            return {}
-        if self.base.pending:
-            return self._commit_based(now, self.base.plan_pending(self.inputs()))
-        if self._resend:
-            some = sorted(self._resend)[:RESEND_PER_CALL]
-            self._resend.difference_update(some)
-            return self._send_lldp(now, some)
-        if self._replan_due:  # skeletons need no routes: those due first, in calls of their own
-            return {} if self.base.refresh(self.inputs()) else self._replan_all(now)
-        if self.routing.pending:
-            out = self._commit(self.routing.plan_pending(self.inputs()))
-            merge(out, self._release_routed())
-            return out
-        if self.failover.waiting:  # more detours; once all are in, the routes they change
-            before = self.failover.protection
-            plans = self.failover.plan_all(self.inputs())  # (routes to groups that go: first)
-            lost, first = self.failover.lost(before), self.failover.protection.first
-            self._reguard.update(self.failover.moved(before) & self.routing.planned().keys())
-            return self._commit({**self.routing.interim(self.inputs(), lost, first), **plans})
-        planned = self.routing.planned()  # routes guarded by new failover groups, a slice
-        some = sorted(self._reguard)[: self.routing.slice_size()]
-        self._reguard.difference_update(some)
-        return self._commit({(OwnerKind.ROUTE, d): planned[d] for d in some if d in planned})
-
-    def _poll(self, due: list[int]) -> Messages:
-        """Counters from the switches ``due`` (``telemetry.poll_requests``)."""
-        ingresses = {f.ingress for f in self.te.flows.flows.values()}
-        members = self.jobs.members()
-        if members:
-            ingresses |= {h.dpid for h in self.topo.hosts.values() if h.ip in members}
-        return poll_requests(due, self.topo.edge_ports, ingresses)
-
-    # -- planning -------------------------------------------------------------
-    def _commit(self, plans: Plans) -> Messages:
-        """Apply plans computed in full beforehand: an error while planning leaves what
-        was sent and what the store believes in agreement."""
-        out: Messages = {}
-        if not (self.sync.reading or self.sync.holding):  # what is sent as is and was: done
-            held = self.store.parts
-            plans = {o: p for o, p in plans.items() if o[0].follows_routes or held.get(o) is not p}
-        staged = {o: self.sync.writable(self.failover.guard(o, p)) for o, p in plans.items()}
-        for owner in [o for o in staged if o[0] in OPTIONAL]:
-            if not self.store.fits(owner, staged[owner], self._flow_cap):
-                del staged[owner]  # what it had stays (a pinned flow keeps its old path)
-                self.events[f"limit_refused.{owner[0]}"] += 1
-        for owner, plan in staged.items():  # failover groups first: routes point at them
-            first = self.failover.before_routes(owner, plan, self.store.parts.get(owner, {}))
-            if first is not None:
-                merge(out, self.store.replace(owner, first))
-        for owner, plan in staged.items():
-            same = self.store.parts.get(owner) is plan
-            merge(out, self.store.replace(owner, plan))
-            if owner[0] is OwnerKind.DEST and isinstance(owner[1], int) and not same:
-                self.dests.committed(self.topo, owner[1], bool(plan))
-        return self.store.ordered(out)
-
-    def _flow_cap(self, dpid: int) -> int | None:
-        return self.limits.of(dpid).flows
+        ``busy`` is false, yielding to other events in between; ``tick`` does one too)."""
+        return self.planner.work(now)
 
     def drain_timings(self) -> list[tuple[str, float]]:
         """Planning durations since the last call, as (kind, seconds)."""
-        out = self.timings + self.te.timings
-        self.timings, self.te.timings = [], []
-        return out
+        return self.planner.drain_timings()
 
     def recompute(self, now: float) -> Messages:
         """Recompute every route and plan from scratch (what a topology change costs at
         most); only differences are sent."""
-        return self._replan_all(now)
+        return self.planner.replan_all(now)
 
-    def _replan_all(self, now: float) -> Messages:
-        """Every source plans from fresh routes; owners no source claims any more go.
-        Routes that take more than a call (the fabric changed as a whole) leave the
-        re-plan due: ``work`` goes on with them, and plans once they are whole."""
-        self._dirty = False
-        self._last_change = max(self._last_change, now)
-        started = self.timer()
-        self._replan_due = not self.keeper.advance(self.topo, self._dests())
-        if self._replan_due:  # (``work`` goes on with it)
-            self.timings.append(("routes", self.timer() - started))
-            return {}
-        self.routes = self.keeper.routes
-        self.events["replan_all"] += 1
-        inputs, plans, before = self.inputs(), {}, self.failover.protection
-        for source in self.sources:
-            plans.update(source.plan_all(inputs))
-        self.timings.append(("routes", self.timer() - started))
-        # switches waiting for their turn keep what they hold, but not into a dead link nor
-        # through a failover group that just went (``controller.repair``)
-        changed = self.failover.lost(before) | self.routing.urgent
-        plans = {**self.routing.interim(inputs, changed, self.failover.protection.first), **plans}
-        waiting = {(OwnerKind.ROUTE, d) for d in self.routing.pending} - plans.keys()
-        waiting.update((OwnerKind.BASE, d) for d in self.base.pending)
-        swept = {kind for source in self.sources for kind in source.kinds}
-        for owner in self.store.parts:  # (every owner once, not once per kind)
-            if owner[0] in swept and owner not in waiting:
-                plans.setdefault(owner, {})
-        return self._commit_based(now, plans)
-
-    def _commit_based(self, now: float, plans: Plans) -> Messages:
-        """Commit ``plans``; a switch whose first base plan goes out sends LLDP at once
-        (its catch rule is in: discovery through it starts now), and again once the
-        skeletons of the whole wave are in: a neighbour whose catch rule came in a later
-        slice missed the first frames, which the next round would resend only after
-        seconds (LLDP is paced by ``LLDP_RATE``)."""
-        bases = [o for o in plans if o[0] is OwnerKind.BASE and o not in self.store.parts]
-        fresh = [d for _, d in bases if isinstance(d, int)]
-        out = self._commit(plans)
-        fresh = [d for d in fresh if (OwnerKind.BASE, d) in self.store.parts]
-        self._wave.update(fresh)
-        if not self.base.pending:  # (the rest of the wave: a slice a call, in ``work``)
-            self._resend.update(self._wave.difference(fresh))
-            self._wave = set()
-        for dpid in fresh:
-            self.reprobes.start(now, dpid)
-        merge(out, self._send_lldp(now, fresh))
-        return out
-
-    def _send_lldp(self, now: float, dpids: list[int]) -> Messages:
-        """LLDP out of every live port of ``dpids`` (visited now, for the pacing)."""
-        out: Messages = {}
-        for dpid in dpids:
-            if dpid in self.topo.switches:
-                merge(out, lldp_on(dpid, self.topo.switches[dpid].live_ports(), now))
-                self.lldp.visited(now, dpid)
-        return out
-
-    def _dests(self) -> list[int]:
-        """Switches hosts can be on: those with edge ports (or hosts)."""
-        dests = set(self.topo.host_switches())
-        dests.update(d for d in self.topo.switches if self.topo.edge_ports(d))
-        return sorted(dests)
-
-    def _replan_host(self, now: float, mac: str) -> Messages:
-        """A host appeared or moved: re-plan its switch (and any switch it left)."""
-        self.events["host_changed"] += 1
-        if self._dirty:  # routes are stale: plan everything on the fresh graph
-            return self._replan_all(now)
-        host, inputs = self.topo.hosts[mac], self.inputs()
-        moved = bool(self.dests.routed_to(mac))
-        plans = self.dests.host_moved(inputs, host)
-        plans.update(self.admission.host_moved(inputs, host))
-        waiting = self.jobs.waiting_for(host.ip, moved) if host.ip else []
-        plans.update(self.jobs.plan(inputs, waiting))
-        return self._commit(plans)
-
-    # -- tenants ------------------------------------------------------------------
+    # -- tenants and jobs ---------------------------------------------------------
     def apply_policy(self, now: float, policy: Policy | None) -> Messages:
         """Put a validated policy in force, sending only what changes: tenants whose
         members and settings did not change keep every rule (a warm reload)."""
-        self.tenants = TenantView.of(policy)
-        self.limits = policy.hardware.limits() if policy else NO_LIMITS
-        moved = readmit(self.topo, self.tenants)
-        self.jobs.declare({j.name: j.spec() for j in policy.jobs} if policy else {})
+        self.planner.in_force(policy)
+        moved = readmit(self.topo, self.inputs.tenants)
+        self.sources.jobs.declare({j.name: j.spec() for j in policy.jobs} if policy else {})
         self.events["policy_applied"] += 1
-        return merge(self._replan_all(now), announce(self.topo, moved, self.address_of))
+        return merge(self.planner.replan_all(now), announce(self.topo, moved, self.address_of))
 
-    # -- jobs -------------------------------------------------------------------
     def create_job(self, now: float, spec: JobSpec, lease: float | None = None) -> Messages:
         """Register a collective job: place and install its paths before its first byte.
         Up to ``PROBES_PER_JOB`` of its hosts not heard from yet are asked for at once
         (each probe floods every edge port); the others are found when they speak."""
-        self.jobs.check(spec, self.tenants)
-        job = self.jobs.add(spec, lease=lease, now=now)
-        try:
-            plans = self.jobs.plan(self.inputs(), [spec.name])
-        except Exception:  # nothing was committed: the job must not stay half registered
-            self.jobs.remove(spec.name)
-            raise
-        out = self._commit(plans)
-        for ip in job.missing[:PROBES_PER_JOB]:
+        plans, missing = self.sources.jobs.create(self.inputs, spec, lease, now)
+        out = self.planner.commit(plans)
+        for ip in missing[:PROBES_PER_JOB]:
             merge(out, self.arp.probe(now, self.topo, ip))
         return out
 
     def delete_job(self, name: str) -> Messages:
-        self.jobs.remove(name)
-        return self.store.remove(self.jobs.owner(name))
+        return self.store.remove(self.sources.jobs.remove(name))

@@ -2,8 +2,9 @@
 half of traffic engineering (a plan source); the placement maths is pure, in
 ``controller.placement``.
 
-The ``TrafficEngineer`` is what the conductor talks to: it owns the tracked flows and
-the path each pinned flow takes, and hands each event to the concern it is about:
+The ``TrafficEngineer`` is the plan source (its hooks: ``controller.hooks``): it owns the
+tracked flows and the path each pinned flow takes, and hands each event to the concern
+it is about:
 
 - a flow's first packet: the flood guard (``controller.floodguard``) first, then
   first-packet placement (``controller.firstpacket``), which admits it under the tracked
@@ -13,7 +14,7 @@ the path each pinned flow takes, and hands each event to the concern it is about
   which follow their elephants' paths back and are marked into the control class.
 
 Both placements weigh the links from one snapshot per round (``controller.linkloads``),
-read from the meters the conductor gives (``meters``).
+read from the meters it is given (``meters``, by ``controller.lineup``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
-from typing import TYPE_CHECKING
 
 from controller.ackstreams import AckStreams
 from controller.compiler import flow_plan
@@ -29,6 +29,7 @@ from controller.elephants import ElephantPlacer, Round, Staged, owner_of
 from controller.firstpacket import FirstPacketPlacer
 from controller.floodguard import FloodGuard
 from controller.flows import FlowKey, FlowTable, TrackedFlow
+from controller.hooks import PlanInputs, PlanSource
 from controller.linkloads import LinkLoads, Meters
 from controller.model import Action, CookieKind, EthFrame, FlowStats, PortRef, Table, cookie_kind
 from controller.owners import Owner, OwnerKind, Plan, Plans
@@ -39,14 +40,11 @@ from controller.teconfig import TeConfig as TeConfig
 from controller.topology import Topology
 from controller.vocabulary import POLICIES
 
-if TYPE_CHECKING:
-    from controller.sources import PlanInputs
-
 log = logging.getLogger("loom.te")
-NO_METERS = Meters(lambda link: 0.0, lambda link: 0.0)  # until the conductor gives its own
+NO_METERS = Meters(lambda link: 0.0, lambda link: 0.0)  # until it is given its own
 
 
-class TrafficEngineer:
+class TrafficEngineer(PlanSource):
     kinds: tuple[OwnerKind, ...] = (OwnerKind.FLOW,)  # quiet ports expire on their own
 
     def __init__(
@@ -117,14 +115,12 @@ class TrafficEngineer:
         self.elephants.keeping = keeping
 
     # -- events ---------------------------------------------------------------
-    def caught(
-        self, now: float, topo: Topology, routes: Routes, at: PortRef, frame: EthFrame
-    ) -> dict[Owner, Plan]:
+    def first_packet(self, now: float, inputs: PlanInputs, at: PortRef, frame: EthFrame) -> Plans:
         """The first packet of a flow from a host (at switch port ``at``): start
         accounting for it and, with ``place_new``, pin it onto the least-loaded of its
         equal-cost paths. A port that opens flows faster than ``new_flows_per_port`` (a
         scan, a flood) is no longer copied to the controller for ``quiet_seconds``."""
-        dpid, port = at
+        (dpid, port), topo, routes = at, inputs.topo, inputs.routes
         if (dpid, port) in self.guard.quiet:  # the switch's backlog from before the pause
             return {}
         key = FlowKey.of_frame(frame)
@@ -151,7 +147,7 @@ class TrafficEngineer:
             self._instant = self.meters.at(now)
         return self._instant
 
-    def counted(self, now: float, dpid: int, stats: list[FlowStats]) -> None:
+    def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> None:
         for s in stats:
             if s.table != Table.PIN or cookie_kind(s.cookie) is not CookieKind.FLOW:
                 continue
@@ -164,15 +160,22 @@ class TrafficEngineer:
                 if measured:
                     self.newflows.grown_up(flow.key)
 
-    def forget_switch(self, dpid: int) -> list[Owner]:
-        gone = self.flows.forget_switch(dpid)
-        for flow in gone:
+    def switch_down(self, dpid: int) -> None:
+        for flow in self.flows.forget_switch(dpid):
             self._drop(flow.key)
-        return [owner_of(f.key) for f in gone]
+
+    def polled(self, topo: Topology) -> set[int]:
+        """The ingress switches of the tracked flows (their pins count the bytes)."""
+        return {f.ingress for f in self.flows.flows.values()}
+
+    def drain_timings(self) -> list[tuple[str, float]]:
+        out, self.timings = self.timings, []
+        return out
 
     # -- planning -------------------------------------------------------------
-    def tick(self, now: float, topo: Topology, routes: Routes) -> dict[Owner, Plan]:
-        plans: dict[Owner, Plan] = {}
+    def tick(self, now: float, inputs: PlanInputs) -> Plans:
+        topo, routes = inputs.topo, inputs.routes
+        plans: Plans = {}
         for flow in self.flows.expire(now):
             log.debug("forgot idle flow %s after %.1f s", flow.key, now - flow.first_seen)
             self._drop(flow.key)

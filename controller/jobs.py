@@ -4,21 +4,25 @@ seeing the load of the jobs placed before it."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from controller.collectives import JobState, job_plan, place_job
+from controller.hooks import PlanInputs, PlanSource
 from controller.jobspec import JobError, JobSpec, brief
 from controller.model import CookieKind, FlowStats, PortRef, cookie_kind
 from controller.owners import Owner, OwnerKind, Plans
 from controller.priorities import compress, sharing
 from controller.qos import COLLECTIVE, TrafficClass
 from controller.servers import server_of_ip
-from controller.sources import PlanInputs
 from controller.tenants import TenantView
+from controller.topology import Host, Topology
 from controller.untangle import untangle
 
+log = logging.getLogger("loom.fabric")
 
-class JobBook:
+
+class JobBook(PlanSource):
     kinds: tuple[OwnerKind, ...] = (OwnerKind.JOB,)
 
     def __init__(self, qos: bool, levels: tuple[TrafficClass, ...] = (COLLECTIVE,)) -> None:
@@ -74,13 +78,33 @@ class JobBook:
             if job.expires is not None:
                 job.expires += seconds
 
-    def expired(self, now: float) -> list[str]:
-        """Jobs whose lease ran out: their launcher stopped renewing."""
-        return sorted(n for n, j in self.jobs.items() if j.expires is not None and now >= j.expires)
+    def lapsed(self, now: float) -> list[Owner]:
+        """Jobs whose lease ran out (their launcher stopped renewing), unbooked."""
+        expired = sorted(
+            n for n, j in self.jobs.items() if j.expires is not None and now >= j.expires
+        )
+        for name in expired:
+            log.warning("job %s: lease expired, removed", name)
+        return [self.remove(name) for name in expired]
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: str) -> Owner:
+        """Unbook a job; its owner, whose rules go."""
         if self.jobs.pop(name, None) is None:
             raise JobError("name", f"no job named {brief(name)}")
+        return self.owner(name)
+
+    def create(
+        self, inputs: PlanInputs, spec: JobSpec, lease: float | None, now: float
+    ) -> tuple[Plans, tuple[str, ...]]:
+        """Book a job and place it: its plans, and its hosts not heard from yet. A job
+        that fails to place is not left half booked."""
+        self.check(spec, inputs.tenants)
+        job = self.add(spec, lease=lease, now=now)
+        try:
+            return self.plan(inputs, [spec.name]), job.missing
+        except Exception:  # nothing was committed: the job must not stay half registered
+            self.remove(spec.name)
+            raise
 
     def declare(self, wanted: dict[str, JobSpec]) -> None:
         """The policy file's jobs: those it no longer declares (or declares otherwise)
@@ -92,16 +116,22 @@ class JobBook:
             if name not in self.jobs:
                 self.add(spec, source="policy")
 
-    def waiting_for(self, ip: str, moved: bool) -> list[str]:
-        """Jobs to re-place when the host ``ip`` appears (or moves, ``moved``)."""
-        return [
+    def host_seen(self, inputs: PlanInputs, host: Host, moved: bool) -> Plans:
+        """Re-place the jobs waiting for the host, or holding it when it ``moved``."""
+        ip = host.ip
+        if not ip:
+            return self.plan(inputs, [])
+        waiting = [
             n for n, j in self.jobs.items() if ip in j.missing or (moved and ip in j.spec.hosts)
         ]
+        return self.plan(inputs, waiting)
 
-    def members(self) -> set[str]:
-        return {ip for job in self.jobs.values() for ip in job.spec.hosts}
+    def polled(self, topo: Topology) -> set[int]:
+        """The switches of the jobs' hosts (their ingress rules count the bytes)."""
+        members = {ip for job in self.jobs.values() for ip in job.spec.hosts}
+        return {h.dpid for h in topo.hosts.values() if h.ip in members} if members else set()
 
-    def counted(self, now: float, dpid: int, stats: Iterable[FlowStats]) -> None:
+    def flow_stats(self, now: float, dpid: int, stats: list[FlowStats]) -> None:
         """Byte counters of the jobs' ingress rules, and each pair's rate since the last."""
         by_ident = {job.spec.ident: job for job in self.jobs.values()}
         for s in stats:

@@ -17,7 +17,8 @@ from prometheus_client.registry import Collector
 
 from controller.cluster.metrics import ClusterFigures, cluster_docs, cluster_families
 from controller.collectives import JobState
-from controller.conductor import OPTIONAL, Conductor
+from controller.commit import OPTIONAL
+from controller.conductor import Conductor
 from controller.metricdoc import MetricDoc
 from controller.policy.manager import PolicyStatus
 from controller.telemetry import imbalance

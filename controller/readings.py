@@ -43,6 +43,10 @@ class Readings:
             self._peer,
         )
 
+    def forget_switch(self, dpid: int) -> None:
+        self.telemetry.forget_switch(dpid)
+        self.capacities.forget_switch(dpid)
+
     def port_stats(self, now: float, dpid: int, stats: list[PortStats]) -> int:
         """Take a switch's port counters; returns how many name ports it does not have
         (made-up port numbers: counted by the caller, otherwise ignored)."""

@@ -456,6 +456,12 @@ class Topology:
             self._host_switches = frozenset(h.dpid for h in self.hosts.values())
         return self._host_switches
 
+    def dest_switches(self) -> list[int]:
+        """Switches hosts can be on: those with edge ports (or hosts)."""
+        dests = set(self.host_switches())
+        dests.update(d for d in self.switches if self.edge_ports(d))
+        return sorted(dests)
+
     def silent_ports(self) -> dict[int, set[int]]:
         """Edge ports where no host has been learned, per switch (kept up to date as
         hosts speak and ports become fabric ports; a switch whose ports changed is looked

@@ -51,7 +51,7 @@ class FabricView:
     @property
     def servers(self) -> Mapping[str, tuple[DeclaredNic, ...]]:
         """The policy's GPU servers, NICs in GPU order (empty: none declared)."""
-        return MappingProxyType(self._f.tenants.servers)
+        return MappingProxyType(self._f.inputs.tenants.servers)
 
     def is_fabric_port(self, ref: PortRef) -> bool:
         return self._f.topo.is_fabric_port(ref)
@@ -61,7 +61,7 @@ class FabricView:
         return switch.name if switch else str(dpid)
 
     def capacity(self, ref: PortRef) -> float:
-        return self._f.capacity(ref)
+        return self._f.readings.capacity(ref)
 
     def capacity_belief(self, ref: PortRef) -> Belief:
         """What a port is believed to carry and where that belief came from."""
@@ -70,7 +70,7 @@ class FabricView:
     # -- what was planned -----------------------------------------------------
     def next_hops(self, dest: int) -> Mapping[int, tuple[int, ...]]:
         """Per switch, the ports that lead towards the destination switch ``dest``."""
-        routes = self._f.routes
+        routes = self._f.inputs.routes
         hops = routes.hops_to(dest) if dest in routes.index else {}
         return MappingProxyType(hops)  # type: ignore[arg-type]
 
@@ -81,7 +81,7 @@ class FabricView:
 
     def peers(self) -> dict[PortRef, int]:
         """The switch at the far end of every routed link (by its source port)."""
-        return {(u, k): v for u, v, k in self._f.routes.graph.edges(keys=True)}
+        return {(u, k): v for u, v, k in self._f.inputs.routes.graph.edges(keys=True)}
 
     def ecmp_groups(self) -> dict[Any, int] | None:
         """Groups of interchangeable switches of the learned links (None: no tiers)."""
@@ -90,64 +90,64 @@ class FabricView:
     # -- traffic engineering ----------------------------------------------------
     @property
     def flows(self) -> Mapping[FlowKey, TrackedFlow]:
-        return MappingProxyType(self._f.te.flows.flows)
+        return MappingProxyType(self._f.sources.te.flows.flows)
 
     def elephants(self) -> list[TrackedFlow]:
-        return self._f.te.flows.elephants()
+        return self._f.sources.te.flows.elephants()
 
     @property
     def pinned(self) -> Mapping[FlowKey, Path]:
         """Flows traffic engineering has pinned, and their paths."""
-        return MappingProxyType(self._f.te.paths)
+        return MappingProxyType(self._f.sources.te.paths)
 
     def pinned_path(self, key: FlowKey) -> Path | None:
-        return self._f.te.paths.get(key)
+        return self._f.sources.te.paths.get(key)
 
     def last_moved(self, key: FlowKey) -> float | None:
         """When traffic engineering last moved the flow (``None``: never moved)."""
-        return self._f.te.moved_at.get(key)
+        return self._f.sources.te.moved_at.get(key)
 
     @property
     def ack_flows(self) -> frozenset[FlowKey]:
         """Reverse flows of elephants marked into the control class."""
-        return frozenset(self._f.te.acks)
+        return frozenset(self._f.sources.te.acks)
 
     def ack_priority(self, key: FlowKey) -> bool:
-        return key in self._f.te.acks
+        return key in self._f.sources.te.acks
 
     @property
     def reroutes(self) -> Mapping[str, int]:
-        return MappingProxyType(self._f.te.reroutes)
+        return MappingProxyType(self._f.sources.te.reroutes)
 
     @property
     def max_link_utilization(self) -> float:
-        return self._f.te.last_max_utilization
+        return self._f.sources.te.last_max_utilization
 
     @property
     def quiet_ports(self) -> Mapping[PortRef, float]:
         """Edge ports whose new flows go untracked, and until when."""
-        return MappingProxyType(self._f.te.quiet)
+        return MappingProxyType(self._f.sources.te.quiet)
 
     # -- measurements -----------------------------------------------------------
     @property
     def port_samples(self) -> Mapping[PortRef, PortSample]:
-        return MappingProxyType(self._f.telemetry.ports)
+        return MappingProxyType(self._f.readings.telemetry.ports)
 
     @property
     def group_samples(self) -> Mapping[tuple[int, int], BucketSample]:
-        return MappingProxyType(self._f.telemetry.groups)
+        return MappingProxyType(self._f.readings.telemetry.groups)
 
     def tx_bps(self, ref: PortRef) -> float:
-        return self._f.telemetry.tx_bps(ref)
+        return self._f.readings.telemetry.tx_bps(ref)
 
     # -- jobs and counts --------------------------------------------------------
     @property
     def jobs(self) -> Mapping[str, JobState]:
-        return MappingProxyType(self._f.jobs.jobs)
+        return MappingProxyType(self._f.sources.jobs.jobs)
 
     def describe_job(self, name: str) -> dict[str, Any]:
         """A job as the API shows it, with how it fares (:mod:`controller.jobhealth`)."""
-        body = describe(self._f.jobs.jobs[name], self._f.topo, self.switch_name)
+        body = describe(self._f.sources.jobs.jobs[name], self._f.topo, self.switch_name)
         h = self.job_health(name)
         link = None
         if h.limiting_link is not None:
@@ -174,17 +174,17 @@ class FabricView:
 
     def jobs_health(self, names: Iterable[str] | None = None) -> dict[str, JobHealth]:
         """Health of the named jobs (all by default), computed together (one pass)."""
-        topo, jobs = self._f.topo, self._f.jobs.jobs
+        topo, jobs = self._f.topo, self._f.sources.jobs.jobs
 
         def access(ip: str) -> PortRef | None:
             host = topo.host_by_ip(ip)
             return (host.dpid, host.port) if host else None
 
         def utilization(ref: PortRef) -> float:
-            capacity = self._f.capacity(ref)
-            return self._f.telemetry.tx_bps(ref) / capacity if capacity > 0 else 0.0
+            capacity = self._f.readings.capacity(ref)
+            return self._f.readings.telemetry.tx_bps(ref) / capacity if capacity > 0 else 0.0
 
-        every = health(jobs.values(), access, utilization, self._f.te.paths.values())
+        every = health(jobs.values(), access, utilization, self._f.sources.te.paths.values())
         return every if names is None else {n: every[n] for n in names}
 
     @property
@@ -192,7 +192,7 @@ class FabricView:
         """What the core counted: its own events, traffic engineering's, ARP's refusals
         (``te.`` and ``arp.`` prefixed)."""
         merged: Counter[str] = Counter(self._f.events)
-        merged.update({f"te.{k}": v for k, v in self._f.te.events.items()})
+        merged.update({f"te.{k}": v for k, v in self._f.sources.te.events.items()})
         merged["arp.rejected"] = self._f.arp.rejected
         merged["rules.group_deleted_in_use"] = self._f.store.deleted_in_use
         merged.update({f"gray.{k}": v for k, v in self._f.readings.gray.verdicts.items()})
@@ -229,8 +229,10 @@ class FabricView:
             ],
             "groups": None if groups is None else len(set(groups.values())),
             "profiles": {
-                "default": self._f.limits.default.name,
-                "switches": {str(d): p.name for d, p in sorted(self._f.limits.by_dpid.items())},
+                "default": self._f.inputs.limits.default.name,
+                "switches": {
+                    str(d): p.name for d, p in sorted(self._f.inputs.limits.by_dpid.items())
+                },
             },
-            **describe_servers(self._f.tenants.servers, topo.hosts, topo.host_by_ip),
+            **describe_servers(self._f.inputs.tenants.servers, topo.hosts, topo.host_by_ip),
         }

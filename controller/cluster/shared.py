@@ -153,7 +153,7 @@ class SharedState:
                 del self.jobs[name]
                 self.leases.pop(name, None)
                 self._lease_ids.pop(name, None)
-                if name in self.fabric.jobs.jobs:
+                if name in self.fabric.sources.jobs.jobs:
                     self.send(self.fabric.delete_job(name))
                     log.info("job %s deleted in the cluster store: removed", name)
         self.revision = snapshot.revision
@@ -161,7 +161,7 @@ class SharedState:
     def _adopt_job(self, now: float, name: str, body: bytes, revision: int) -> None:
         self.jobs[name] = revision
         try:
-            if name in self.fabric.jobs.jobs:
+            if name in self.fabric.sources.jobs.jobs:
                 self.send(self.fabric.delete_job(name))
             data, _lease = split_lease(json.loads(body))  # etcd's lease expires it here
             self.send(self.fabric.create_job(now, parse_job(data)))

@@ -96,7 +96,7 @@ class PolicyManager:
             return False
 
     def describe(self) -> dict[str, object]:
-        st, view = self.status, self.fabric.tenants
+        st, view = self.status, self.fabric.inputs.tenants
         tenants = []
         if view.policy is not None:
             for t in view.policy.tenants:

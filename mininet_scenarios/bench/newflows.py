@@ -77,7 +77,7 @@ def run_mode(spec: str, place_new: bool, rate: float, seconds: float, seed: int)
             calls.append(wire.run("packet_in.flow", wire.fabric.packet_in, wire.now, pkt).seconds)
         wire.step(TICK)
     span = wire.now - start - steady_from
-    te = wire.fabric.te
+    te = wire.fabric.sources.te
     out = tally.as_dict()
     rule_msgs = {k: v for k, v in out["messages_out"].items() if k.startswith("flowmod")}
     return {

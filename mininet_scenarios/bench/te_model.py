@@ -224,7 +224,7 @@ def run_loom(
     """One simulated run on the settled core, then (``drain``) drained back to no
     tracked flow for the next."""
     tests = iperf_tests(sc.matrix, sc.cport_base, f"{sc.pattern}/{sc.seed}")
-    te = wire.fabric.te
+    te = wire.fabric.sources.te
     reroutes0, events0 = dict(te.reroutes), dict(te.events)
     sim = Simulation(wire, links, tests)
     t0 = shown = time.perf_counter()
@@ -245,7 +245,7 @@ def run_loom(
     trimmed = out.pop("trimmed_mbps")
     moves, last = out.pop("moves"), out.pop("last_moved_s")
     reroutes = {k: v - reroutes0.get(k, 0) for k, v in te.reroutes.items()}
-    quiet = 2 * wire.fabric.polls.period(len(wire.tables))
+    quiet = 2 * wire.fabric.discovery.polls.period(len(wire.tables))
     drained = sim.drain(quiet_s=quiet) if drain else 0.0
     return {
         "steady": sum(ends) / base,

@@ -410,7 +410,7 @@ class Simulation:
         span = (hi - lo) * TICK
         trimmed = [(b - a) / span for a, b in zip(at_lo, at_hi, strict=True)]
         self.stop()
-        te = w.fabric.te
+        te = w.fabric.sources.te
         tracked = sum(k in te.flows.flows for k in self.keys)
         return {
             "whole_mbps": whole,
@@ -430,7 +430,7 @@ class Simulation:
         """Tick with no traffic until the core tracks no flow and ``quiet_s`` passed
         (its smoothed port rates decay), so the next run starts from a clean core."""
         w, t0 = self.wire, self.wire.now
-        te = w.fabric.te
+        te = w.fabric.sources.te
         while w.now - t0 < limit_s and (w.now - t0 < quiet_s or te.flows.flows or te.paths):
             w.step(TICK)
         return w.now - t0

@@ -61,19 +61,19 @@ def test_a_job_posted_anywhere_is_applied_everywhere(etcd: EtcdCluster) -> None:
     assert one.api.handle("POST", "/loom/v1/jobs", {}, json.dumps(JOB).encode()).status == 401
     res = one.api.handle("POST", "/loom/v1/jobs", {}, json.dumps(JOB).encode(), auth)
     assert res.status == 201, res.body
-    assert "ring" not in two.sim.core.jobs.jobs
+    assert "ring" not in two.sim.core.sources.jobs.jobs
     two.sync()
-    assert "ring" in two.sim.core.jobs.jobs  # applied from the store
+    assert "ring" in two.sim.core.sources.jobs.jobs  # applied from the store
     assert sum(len(m) for batch in two.sent for m in batch.values()) > 0
     again = two.api.handle("POST", "/loom/v1/jobs", {}, json.dumps(JOB).encode(), auth)
     assert again.status == 409
     del one  # the instance that took the job is gone: the job is not
     three = Instance(url)
     three.sync()
-    assert "ring" in three.sim.core.jobs.jobs
+    assert "ring" in three.sim.core.sources.jobs.jobs
     assert two.api.handle("DELETE", "/loom/v1/jobs/ring", {}, b"", auth).status == 200
     three.sync()
-    assert "ring" not in three.sim.core.jobs.jobs
+    assert "ring" not in three.sim.core.sources.jobs.jobs
 
 
 def test_a_leased_job_is_renewed_anywhere_and_expires_everywhere(etcd: EtcdCluster) -> None:
@@ -87,7 +87,7 @@ def test_a_leased_job_is_renewed_anywhere_and_expires_everywhere(etcd: EtcdClust
     assert res.status == 201, res.body
     assert res.body["lease_seconds"] == 2
     two.sync()
-    assert "leased" in two.sim.core.jobs.jobs
+    assert "leased" in two.sim.core.sources.jobs.jobs
     deadline = time.monotonic() + 4.0
     while time.monotonic() < deadline:  # twice the lease, renewed through the other one
         renewed = two.api.handle("POST", "/loom/v1/jobs/leased/renew", {}, b"", auth)
@@ -95,11 +95,14 @@ def test_a_leased_job_is_renewed_anywhere_and_expires_everywhere(etcd: EtcdClust
         time.sleep(0.5)
     one.sync()
     two.sync()
-    assert "leased" in one.sim.core.jobs.jobs and "leased" in two.sim.core.jobs.jobs
+    assert "leased" in one.sim.core.sources.jobs.jobs and "leased" in two.sim.core.sources.jobs.jobs
     time.sleep(3.5)  # not renewed: etcd expires the lease (its TTL, rounded up)
     one.sync()
     two.sync()
-    assert "leased" not in one.sim.core.jobs.jobs and "leased" not in two.sim.core.jobs.jobs
+    assert (
+        "leased" not in one.sim.core.sources.jobs.jobs
+        and "leased" not in two.sim.core.sources.jobs.jobs
+    )
     gone = two.api.handle("POST", "/loom/v1/jobs/leased/renew", {}, b"", auth)
     assert gone.status == 404
 
@@ -116,7 +119,7 @@ def test_with_no_quorum_a_change_is_refused_and_changes_nothing(etcd: EtcdCluste
         )
         assert res.status == 503
         assert "no quorum" in res.body["error"] and "nothing was changed" in res.body["error"]
-        assert "ring" not in one.sim.core.jobs.jobs
+        assert "ring" not in one.sim.core.sources.jobs.jobs
         assert res.messages == {}
     finally:
         etcd.restart(2)
@@ -144,7 +147,7 @@ def test_a_policy_reloaded_on_one_instance_is_applied_by_the_others(
     two.sync()
     tenants = tenant_names(two)
     assert tenants == {"research", "production", "guests"}
-    assert two.sim.core.tenants.enforcing
+    assert two.sim.core.inputs.tenants.enforcing
     path.write_text("version: 1\ntenants: [{name: x, hosts: [{ip: 10.0.0.2}]}, {name: x}]\n")
     res = one.api.handle("POST", "/loom/v1/policy/reload", {}, b"", auth)
     assert res.status == 422

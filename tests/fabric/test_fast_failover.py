@@ -7,7 +7,7 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
-from controller import sources
+from controller import failover, sources
 from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
 from tests.sim import LoomSim
@@ -58,9 +58,9 @@ def test_detours_searched_over_several_calls_protect_every_link_in_the_end(
 ) -> None:
     """Two detour searches per call (a large fabric's links take many calls): the
     fabric is busy until every link has its detour, then every failure is bridged."""
-    monkeypatch.setattr(sources, "DETOURS_PER_CALL", 2)
+    monkeypatch.setattr(failover, "DETOURS_PER_CALL", 2)
     sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
-    assert not sim.core.busy and not sim.core.failover.waiting
+    assert not sim.core.busy and not sim.core.sources.failover.waiting
     links = sorted({tuple(sorted(e)) for e in nx.Graph(switch_graph(sim.graph)).edges()})
     for a, b in links[::3]:
         sim.fake.set_link(a, b, False)
@@ -81,7 +81,7 @@ def test_the_ends_of_a_failed_link_stop_using_it_in_the_port_status_call_itself(
     config = FabricConfig(te=TeConfig(enabled=False), fast_failover=False)
     sim = LoomSim(fat_tree(4), config).start()
     sim.set_link("a0_0", "c1", False)  # both PortStatus, nothing else in between
-    assert sim.core.routing.pending  # the re-plan is not done ...
+    assert sim.core.sources.routing.pending  # the re-plan is not done ...
     report = sim.fake.reachability()
     reasons = {b.end.reason for t in report.traces.values() for b in t.branches}
     assert "dead-port" not in reasons, report.render()

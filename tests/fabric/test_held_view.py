@@ -50,18 +50,18 @@ def test_a_member_held_for_a_minute_keeps_links_and_jobs_and_changes_nothing() -
     sim = started()
     held = ticks(sim, 60.0, held=True)
     assert len(sim.core.topo.links) == LINKS
-    assert "j" in sim.core.jobs.jobs
+    assert "j" in sim.core.sources.jobs.jobs
     back = ticks(sim, 2.0)  # the store answers again; still no LLDP for 2 s
     assert changes(held + back) == []
     assert len(sim.core.topo.links) == LINKS
-    assert "j" in sim.core.jobs.jobs  # its launcher may renew again: the lease runs on
+    assert "j" in sim.core.sources.jobs.jobs  # its launcher may renew again: the lease runs on
 
 
 def test_a_stopped_controller_does_not_count_its_own_absence_as_silence() -> None:
     sim = started()
     sim.now += 30.0  # SIGSTOP, or no CPU: no tick for 30 s
     sim.apply(sim.core.tick(sim.now))
-    assert len(sim.core.topo.links) == LINKS and "j" in sim.core.jobs.jobs
+    assert len(sim.core.topo.links) == LINKS and "j" in sim.core.sources.jobs.jobs
     sim.advance(1.0)  # it runs again, and LLDP with it
     assert len(sim.core.topo.links) == LINKS
 
@@ -69,7 +69,7 @@ def test_a_stopped_controller_does_not_count_its_own_absence_as_silence() -> Non
 def test_silence_while_running_still_ages_links_and_leases_out() -> None:
     sim = started()
     ticks(sim, 6.0)  # running, but no LLDP comes back: every link is past its timeout ...
-    assert "j" not in sim.core.jobs.jobs  # 5 s lease, not renewed
+    assert "j" not in sim.core.sources.jobs.jobs  # 5 s lease, not renewed
     assert len(sim.core.topo.links) == LINKS  # ... but nothing at all is read: a backlog?
     ticks(sim, LLDP_BEHIND * 3.5)  # not for that long
     assert sim.core.topo.links == {}

@@ -14,6 +14,7 @@ from controller.api import LoomApi, Response
 from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
 from controller.model import CookieKind, StatsKind, StatsRequest
+from controller.telemetry import poll_requests
 from tests.sim import LoomSim
 from topologies import fat_tree
 from topologies.graph import host_list
@@ -190,9 +191,11 @@ def test_counters_are_polled_where_every_job_member_sends(sim: LoomSim) -> None:
     )
     assert res.status == 201, res.body
     assert not sim.view.flows
+    topo = sim.core.topo
+    polled_at = sim.core.sources.polled(topo)
     polled = {
         dpid
-        for dpid, msgs in sim.core._poll(sorted(sim.core.topo.switches)).items()
+        for dpid, msgs in poll_requests(sorted(topo.switches), topo.edge_ports, polled_at).items()
         if any(isinstance(m, StatsRequest) and m.kind is StatsKind.FLOW for m in msgs)
     }
     edges = {sim.graph.nodes[sim.graph.nodes[h]["switch"]]["dpid"] for h in members}

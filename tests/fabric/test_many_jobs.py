@@ -67,7 +67,7 @@ def test_four_scattered_rings_share_no_link(seed: int) -> None:
     sim = new_sim()
     rings = book(sim, seed)
     assert max(hops_per_link(sim, rings).values()) == 1
-    assert all(j.max_utilization <= 1.0 + 1e-9 for j in sim.core.jobs.jobs.values())
+    assert all(j.max_utilization <= 1.0 + 1e-9 for j in sim.core.sources.jobs.jobs.values())
 
 
 def test_booked_one_by_one_alone_they_would_share(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,7 +111,7 @@ def test_a_running_job_only_moves_to_a_bottleneck_no_worse() -> None:
         body = {"name": f"j{n}", "hosts": [sim.graph.nodes[h]["ip"] for h in ring]}
         res = api.handle("POST", "/loom/v1/jobs", {}, json.dumps(body).encode())
         sim.apply(res.messages)
-        for name, job in sim.core.jobs.jobs.items():
+        for name, job in sim.core.sources.jobs.jobs.items():
             if name in seen:
                 assert job.max_utilization <= seen[name] + 1e-9, (name, seen[name])
             seen[name] = job.max_utilization

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from controller import conductor, protection, routekeeper, routing, sources, topology
+from controller import discovery, failover, protection, routekeeper, routing, sources, topology
 from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
 from tests.sim import LoomSim
@@ -26,11 +26,11 @@ def smallest_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(routing, "SEARCH_LINKS_PER_CALL", 1)  # one destination a call
     monkeypatch.setattr(protection, "READ_LINKS_PER_DETOUR", 1)
     monkeypatch.setattr(protection, "PUBLISH_PER_DETOUR", 1)
-    monkeypatch.setattr(sources, "DETOURS_PER_CALL", 3)
-    monkeypatch.setattr(sources, "LAND_RULES_PER_CALL", 10)
+    monkeypatch.setattr(failover, "DETOURS_PER_CALL", 3)
+    monkeypatch.setattr(failover, "LAND_RULES_PER_CALL", 10)
     monkeypatch.setattr(sources, "BASE_PORTS_PER_CALL", 4)
     monkeypatch.setattr(sources, "ROUTE_SLICE_WORK", 1)
-    monkeypatch.setattr(conductor, "RESEND_PER_CALL", 2)
+    monkeypatch.setattr(discovery, "RESEND_PER_CALL", 2)
 
 
 def bring_up(sim: LoomSim) -> None:
@@ -95,18 +95,18 @@ def test_routes_in_use_stay_on_their_own_graph_while_a_new_one_is_built(
     the graph they were computed on, untouched until the new routes are whole."""
     sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
     core = sim.core
-    before, edges = core.routes, sorted(core.routes.graph.edges(keys=True))
+    before, edges = core.inputs.routes, sorted(core.inputs.routes.graph.edges(keys=True))
     smallest_slices(monkeypatch)
     for dpid in sorted(core.topo.switches)[:4]:  # four switches reconnect: a large change
         core.topo.add_switch(dpid, list(core.topo.switches[dpid].ports.values()))
-    core._mark_dirty(sim.now)
+    core.discovery.changed(sim.now)
     out = core.recompute(sim.now)
-    assert core.busy and core.routes is before and not out
+    assert core.busy and core.inputs.routes is before and not out
     steps = 0
-    while core.routes is before:
+    while core.inputs.routes is before:
         assert sorted(before.graph.edges(keys=True)) == edges
         sim.apply(core.work(sim.now))
         steps += 1
     assert steps > 3
-    assert core.routes.graph is not before.graph
-    assert sorted(core.routes.graph.edges(keys=True)) == edges
+    assert core.inputs.routes.graph is not before.graph
+    assert sorted(core.inputs.routes.graph.edges(keys=True)) == edges

@@ -73,7 +73,7 @@ def test_bulk_flows_after_their_control_connections_are_placed_apart() -> None:
             bulk.append(only_path(sim.fake.trace(src, pkt), dst))
             assert bulk[i] == control[i]
         assert bulk[0][2] != bulk[1][2]  # out of e0_0 by different aggregation switches
-        young = sim.core.te.newflows.young_load
+        young = sim.core.sources.te.newflows.young_load
         assert sorted(
             v for (dpid, _), v in young.items() if dpid == sim.graph.nodes["e0_0"]["dpid"]
         ) == [1.0, 1.0]
@@ -89,7 +89,7 @@ def test_a_bulk_flow_joins_its_control_connection_measured_as_a_mouse() -> None:
             for i, (src, dst) in enumerate((("h1", "h5"), ("h2", "h6")))
         ]
         sim.advance(1.0)  # measured: no longer young
-        assert sim.core.te.newflows.young == {}
+        assert sim.core.sources.te.newflows.young == {}
         bulk = []
         for src, dst, pkt in controls:
             control = only_path(sim.fake.trace(src, pkt), dst)
@@ -107,12 +107,12 @@ def test_a_new_flow_avoids_the_load_the_counters_measure() -> None:
         sim.advance(0.2)
         sent += int(9e6 / 8 * 0.2)
         sim.core.port_stats(sim.now, edge, [PortStats(3), PortStats(busy_port, tx_bytes=sent)])
-    assert sim.core.load((edge, busy_port)) > 0.5
+    assert sim.core.readings.load((edge, busy_port)) > 0.5
     for sport in range(40010, 40018):  # mice, each measured before the next comes
         b = sim.start_flow("h2", "h10", sport, mbps=0.01)  # 4 paths, 2 over the busy uplink
         assert only_path(sim.fake.trace("h2", b), "h10")[1] == "a0_0"
         sim.advance(0.4)
-    assert sim.core.te.newflows.young == {}
+    assert sim.core.sources.te.newflows.young == {}
 
 
 def test_an_ack_stream_takes_the_way_back_of_its_data() -> None:
@@ -133,7 +133,7 @@ def test_an_ack_stream_takes_the_way_back_of_its_data() -> None:
             s for s in reversed(way) if not s.startswith("h")
         ]
     assert set(fabric_links(acks[0])).isdisjoint(fabric_links(acks[1]))
-    young = sim.core.te.newflows.young
+    young = sim.core.sources.te.newflows.young
     assert young[key_of(sim, "h5", "h1", 5201, 40020)][1] < 0.1  # an ACK stream, not data
     assert young[key_of(sim, "h1", "h5", 40020)][1] == 1.0
 

@@ -79,7 +79,7 @@ def test_delivery_during_and_after_a_move_forced_by_a_link_failure() -> None:
     for _ in range(10):  # step through the re-pin tick by tick: always delivered
         sim.advance(0.1)
         paths = delivered_only_to(sim.fake.trace("h1", pkt), "h9")
-        interim_seen |= bool(sim.core.te.staged)
+        interim_seen |= bool(sim.core.sources.te.staged)
     (after,) = paths
     assert (up, core) not in links_of(after)
     assert interim_seen, "the move should have gone through a staged (make-before-break) step"
@@ -181,11 +181,11 @@ def test_a_gray_link_test_moves_its_flow_off_the_suspect_but_keeps_the_nearer_li
     sim.start_flow("h1", "h5", 40001, mbps=6)
     sim.start_flow("h3", "h7", 40002, mbps=6)
     sim.advance(2.0)
-    key = min(k for k in sim.core.te.paths if k.l4_src == 40001)
-    edge, far = sim.core.te.paths[key][:2]
+    key = min(k for k in sim.core.sources.te.paths if k.l4_src == 40001)
+    edge, far = sim.core.sources.te.paths[key][:2]
     keep = frozenset({edge}) if kept else frozenset()
     sim.core.readings.gray.marked[far] = Marked("suspect", 2.0, 1e6, 4e6, {key: 6e6}, kept=keep)
     sim.advance(2.0)
-    after = sim.core.te.paths[key]
+    after = sim.core.sources.te.paths[key]
     assert far not in after
     assert (edge in after) == kept, after

@@ -122,7 +122,7 @@ def test_arp_between_tenants_is_never_answered_and_lying_arp_is_refused(sim: Loo
 
 
 def test_capped_tenant_gets_a_meter_on_its_edge_switches(sim: LoomSim) -> None:
-    blue = sim.core.tenants.id_of("blue")
+    blue = sim.core.inputs.tenants.id_of("blue")
     e1_1 = sim.graph.nodes["e1_1"]["dpid"]  # h7, h8 (blue)
     meters = sim.fake.meters(e1_1)
     assert blue in meters
@@ -142,7 +142,7 @@ def test_reload_changes_only_the_changed_tenant(sim: LoomSim) -> None:
         for m in ms
         if isinstance(m, FlowMod)
     }
-    red, blue = sim.core.tenants.id_of("red"), sim.core.tenants.id_of("blue")
+    red, blue = sim.core.inputs.tenants.id_of("red"), sim.core.inputs.tenants.id_of("blue")
     assert not any(kind == CookieKind.TENANT and ident in (red, blue) for _, kind, ident in touched)
     assert not any(isinstance(m, GroupMod | MeterMod) for ms in out.values() for m in ms)
     sim.apply(out)

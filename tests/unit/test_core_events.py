@@ -357,6 +357,6 @@ def test_described_dragonfly_groups_follow_the_links_not_the_last_plan() -> None
             if e.peer in dpid:
                 lldp = LldpFrame(dpid[sw], e.port)
                 f.packet_in(0.1, PacketIn(dpid[e.peer], e.peer_port, lldp, b"", 0, 0))
-    assert f.routes.groups is None  # not re-planned yet: that waits for the next tick
+    assert f.inputs.routes.groups is None  # not re-planned yet: that waits for the next tick
     assert len(FabricView(f).describe()["links"]) == 80
     assert FabricView(f).describe()["groups"] == 5

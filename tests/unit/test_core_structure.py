@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller import sources
+from controller import hooks, sources
 from controller.addressing import pmac
 from controller.conductor import Conductor
 from controller.jobspec import JobError, parse_job
@@ -40,7 +40,7 @@ def test_every_owner_kind_but_quiet_is_swept_by_exactly_one_source() -> None:
     core = Conductor()
     swept = [kind for source in core.sources for kind in source.kinds]
     assert sorted(swept) == sorted(set(OwnerKind) - {OwnerKind.QUIET})
-    assert core.sources[-1] is core.failover  # it protects what the others planned
+    assert core.sources[-1] is core.sources.failover  # it protects what the others planned
 
 
 def test_a_learned_fabric_holds_only_owners_of_known_kinds() -> None:
@@ -55,8 +55,8 @@ def test_a_source_that_no_longer_plans_an_owner_loses_its_rules() -> None:
     hosts = [sim.graph.nodes[h]["ip"] for h in ("h1", "h5")]
     sim.apply(sim.core.create_job(sim.now, parse_job({"name": "j", "hosts": hosts})))
     assert (OwnerKind.JOB, "j") in sim.core.store.parts
-    sim.core.jobs.jobs.clear()  # the book forgets it: the next full re-plan drops its rules
-    sim.apply(sim.core._replan_all(sim.now))
+    sim.core.sources.jobs.jobs.clear()  # the book forgets it: the next full re-plan drops its rules
+    sim.apply(sim.core.recompute(sim.now))
     assert (OwnerKind.JOB, "j") not in sim.core.store.parts
 
 
@@ -110,13 +110,13 @@ def test_the_view_cannot_change_the_core() -> None:
 
 def test_routes_are_planned_again_only_when_their_inputs_change() -> None:
     sim = LoomSim(fat_tree(4)).start()
-    core, inputs = sim.core, sim.core.inputs()
-    first = core.routing.plan_all(inputs)
-    again = core.routing.plan_all(inputs)
+    core, inputs = sim.core, sim.core.inputs
+    first = core.sources.routing.plan_all(inputs)
+    again = core.sources.routing.plan_all(inputs)
     assert all(again[owner] is plan for owner, plan in first.items())  # nothing to diff
     edge = next(h.dpid for h in core.topo.hosts.values())
     core.book.adopt(edge, "02:00:00:00:99:99", pmac(0, 9000, 0))  # the switch's index moves
-    moved = core.routing.plan_all(inputs)
+    moved = core.sources.routing.plan_all(inputs)
     assert all(moved[owner] is not plan for owner, plan in first.items())
 
 
@@ -131,14 +131,14 @@ def test_route_planning_is_sliced_with_the_switches_of_a_failed_link_first(
     assert not sim.core.busy
     a, c = (sim.graph.nodes[n]["dpid"] for n in ("a0_0", "c1"))
     planned: list[set[int]] = []
-    original = sim.core.routing.plan_pending
+    original = sim.core.sources.routing.plan_pending
 
-    def record(inputs: sources.PlanInputs) -> Plans:
+    def record(inputs: hooks.PlanInputs) -> Plans:
         plans = original(inputs)
         planned.append({int(owner[1]) for owner in plans})  # type: ignore[call-overload]
         return plans
 
-    monkeypatch.setattr(sim.core.routing, "plan_pending", record)
+    monkeypatch.setattr(sim.core.sources.routing, "plan_pending", record)
     sim.fail_link("a0_0", "c1")
     assert planned[0] & {a, c} and len(planned[0]) == 1  # an end of the link first
     assert sim.core.busy

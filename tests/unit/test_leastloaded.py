@@ -12,10 +12,12 @@ import pytest
 
 from controller.engineer import TeConfig, TrafficEngineer
 from controller.flows import FlowKey
+from controller.hooks import PlanInputs
 from controller.leastloaded import Path, least_loaded_path
 from controller.model import ETH_TYPE_IPV4, EthFrame, PortRef
 from controller.placement import is_minimal
 from controller.routing import compute_routes
+from controller.tenants import TenantView
 from tests.graphs import edge_of, learned_topology, switch_digraph
 from topologies import fat_tree
 from topologies.graph import host_list
@@ -115,12 +117,13 @@ def tracking(config: TeConfig) -> tuple[TrafficEngineer, Callable[[str, str, int
     topo = learned_topology(g)
     routes = compute_routes(topo.graph(), sorted({edge_of(g, h) for h in host_list(g)}))
     te = TrafficEngineer(config)
+    inputs = PlanInputs(topo, routes, TenantView.of(None), lambda ref: 0.0)
 
     def first_packet(src: str, dst: str, sport: int, dport: int) -> bool:
         a, b = g.nodes[src], g.nodes[dst]
         frame = EthFrame(a["mac"], b["mac"], ETH_TYPE_IPV4, None, a["ip"], b["ip"], 6, sport, dport)
         host = topo.hosts[a["mac"]]
-        te.caught(0.0, topo, routes, (host.dpid, host.port), frame)
+        te.first_packet(0.0, inputs, (host.dpid, host.port), frame)
         return FlowKey(a["ip"], b["ip"], 6, sport, dport) in te.flows.flows
 
     return te, first_packet

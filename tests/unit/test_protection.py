@@ -31,7 +31,7 @@ def test_tunnel_ids_are_sorted_unique_and_bounded() -> None:
 
 def test_a_failed_link_renumbers_no_other_tunnel() -> None:
     sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
-    g: nx.MultiDiGraph = sim.core.routes.graph.copy()
+    g: nx.MultiDiGraph = sim.core.inputs.routes.graph.copy()
     known = [(u, k) for u, _, k in g.edges(keys=True)]
     before = groups(protection_plans(g)[0])  # type: ignore[arg-type]
     u, v, port, data = sorted(g.edges(keys=True, data=True))[0]
@@ -53,7 +53,7 @@ def test_rules_use_only_groups_that_exist_while_the_graph_is_half_known() -> Non
     from controller.owners import Plan
 
     sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
-    full: nx.MultiDiGraph = sim.core.routes.graph
+    full: nx.MultiDiGraph = sim.core.inputs.routes.graph
     edges = sorted(full.edges(keys=True, data=True))
     for keep in range(1, len(edges) + 1):  # links learned one by one
         g = nx.MultiDiGraph()

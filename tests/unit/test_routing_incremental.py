@@ -110,8 +110,10 @@ def test_a_link_event_relinks_two_switches_and_routes_as_a_fresh_plan_would() ->
         sim.set_link("a0_0", "c1", up)
         sim.advance(3.0)
         # (each end's PortStatus relinks its own switch, the peer's link with it)
-        assert core.routes.relinked is not None and core.routes.relinked <= {a, c}
-        fresh = compute_routes(core.topo.snapshot(), core.routes.dests, None)
-        assert np.array_equal(core.routes.dist, fresh.dist)
-        assert core.routes.out == fresh.out
-        assert sorted(core.routes.graph.edges(keys=True)) == sorted(fresh.graph.edges(keys=True))
+        assert core.inputs.routes.relinked is not None and core.inputs.routes.relinked <= {a, c}
+        fresh = compute_routes(core.topo.snapshot(), core.inputs.routes.dests, None)
+        assert np.array_equal(core.inputs.routes.dist, fresh.dist)
+        assert core.inputs.routes.out == fresh.out
+        assert sorted(core.inputs.routes.graph.edges(keys=True)) == sorted(
+            fresh.graph.edges(keys=True)
+        )

@@ -85,7 +85,7 @@ def test_loom_places_a_pod_crossing_stride_at_full_rate(loom: TrafficWire) -> No
     assert got["tracked_data_flows"] == 16
     assert got["caught_first_packets"] == 64  # control, data and both ACK streams
     assert got["per_flow"] is not None and len(got["per_flow"]["end_mbps"]) == 16
-    assert not loom.fabric.te.flows.flows, "drained: no flow tracked after the run"
+    assert not loom.fabric.sources.te.flows.flows, "drained: no flow tracked after the run"
 
 
 def test_the_wire_counts_what_the_model_sends(loom: TrafficWire) -> None:
