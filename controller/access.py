@@ -164,6 +164,12 @@ def may_read(caller: Caller, tenant: str | None = None) -> Denial | None:
     return Denial(403, Right.READ.value, f"{caller.who} may not read {what}", tenant=tenant)
 
 
+def not_own_host(caller: Caller, ip: str) -> Denial:
+    """A tenant asking about a host not its own (whose owner, if any, is not said)."""
+    message = f"{caller.who} may ask about its own tenant's hosts alone; {ip} is not one"
+    return Denial(403, Right.READ.value, message)
+
+
 def may_change_jobs(caller: Caller, tenant: str) -> Denial | None:
     """Registering, renewing or deleting a job of ``tenant``."""
     if Right.JOBS in caller.rights:

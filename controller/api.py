@@ -31,6 +31,7 @@ from controller.access import (
     may_change_jobs,
     may_read,
     may_reload,
+    not_own_host,
     unknown,
 )
 from controller.audit import AuditEvent, AuditTrail, action_of
@@ -204,8 +205,8 @@ class LoomApi:
         host = self.view.hosts.get(mac)
         if host is None:
             return error(404, f"unknown host MAC {brief(mac)}; expected a learned host's MAC")
-        if caller.scope is not None and (denial := may_read(caller, host.tenant)):
-            return refused(denial)
+        if caller.scope is not None and host.tenant != caller.scope:
+            return refused(not_own_host(caller, mac))
         hops = self.view.next_hops(host.dpid)
         return Response(
             200,
@@ -339,8 +340,8 @@ class LoomApi:
             return error(400, f"hosts: {brief(bad[0])} is not an IPv4 address", field="hosts")
         scope = caller.scope
         foreign = [ip for ip in ips if scope is not None and self.view.tenant_of_ip(ip) != scope]
-        if foreign and (denial := may_read(caller, self.view.tenant_of_ip(foreign[0]) or "")):
-            return refused(denial)
+        if foreign:
+            return refused(not_own_host(caller, foreign[0]))
         return Response(200, rail_order(self.fabric.topo, ips, self.view.servers).as_json())
 
     def job_order(self, name: str, caller: Caller) -> Response:
