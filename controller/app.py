@@ -21,6 +21,7 @@ if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from controller import heap
+from controller.audit import AuditTrail
 from controller.cluster.roles import Roles
 from controller.conductor import Conductor
 from controller.metrics import LoomMetrics
@@ -99,6 +100,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self._reload_requested = False
         self.roles = Roles()  # with no cluster every switch is writable
         self.cluster = self._join_cluster()
+        self.audit = AuditTrail(time.time)  # wall time: audit lines are read by people
+        self.metrics.collector.audit = self.audit
         register_rest(kwargs, self, self.settings.api_token)
         self._serve_metrics()
         signal.signal(signal.SIGHUP, self._on_sighup)

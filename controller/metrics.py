@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from controller.audit import AuditTrail, audit_docs, audit_families
 from controller.cluster.metrics import ClusterFigures, cluster_docs, cluster_families
 from controller.collectives import JobState
 from controller.commit import OPTIONAL
@@ -232,6 +233,7 @@ METRICS = [
     ),
 ]
 METRICS += cluster_docs()
+METRICS += audit_docs()
 PACKET_IN_KINDS = {
     "lldp_in": "lldp",
     "arp_in": "arp",
@@ -266,6 +268,7 @@ class FabricCollector(Collector):
         self.policy = policy
         self.shim = shim
         self.cluster: Callable[[], ClusterFigures] | None = None  # set when in a cluster
+        self.audit: AuditTrail | None = None  # set when the REST API is served
 
     def _family(self, name: str) -> GaugeMetricFamily | CounterMetricFamily:
         doc = next(m for m in METRICS if m.name == name)
@@ -323,6 +326,7 @@ class FabricCollector(Collector):
         aborted = self._family("loom_api_aborted_requests_total")
         aborted.add_metric([], self.shim.api_aborted)
         yield from (dropped, errors, aborted)
+        yield from audit_families(self.audit, self._family)
 
     def _cluster(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         alone = ClusterFigures("", 0, mine=len(self.view.switches))

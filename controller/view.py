@@ -25,6 +25,7 @@ from controller.topology import Host, Link, Switch
 
 if TYPE_CHECKING:
     from controller.conductor import Conductor
+    from controller.policy.schema import Policy
 
 
 class FabricView:
@@ -52,6 +53,16 @@ class FabricView:
     def servers(self) -> Mapping[str, tuple[DeclaredNic, ...]]:
         """The policy's GPU servers, NICs in GPU order (empty: none declared)."""
         return MappingProxyType(self._f.inputs.tenants.servers)
+
+    @property
+    def policy(self) -> Policy | None:
+        """The policy in force (``None``: an open fabric)."""
+        return self._f.tenants.policy
+
+    def tenant_of_ip(self, ip: str) -> str | None:
+        """The tenant of the host with this address: learned there, else declared."""
+        host = self._f.topo.host_by_ip(ip)
+        return host.tenant if host is not None else self._f.tenants.tenant_of_ip(ip)
 
     def is_fabric_port(self, ref: PortRef) -> bool:
         return self._f.topo.is_fabric_port(ref)

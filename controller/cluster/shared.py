@@ -18,7 +18,6 @@ the job on every instance at once.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import logging
 import math
@@ -77,10 +76,6 @@ class SharedState:
             self.client.create(
                 self.prefix + TOKEN, hashlib.sha256(token.encode()).hexdigest().encode()
             )
-
-    def authorized(self, token: str) -> bool:
-        digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
-        return hmac.compare_digest(digest, self.token_digest)
 
     # -- changes made here -----------------------------------------------------------
     def publish_job(self, name: str, body: bytes, lease: float | None = None) -> int:

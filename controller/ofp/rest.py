@@ -90,5 +90,6 @@ def register_rest(kwargs: dict[str, Any], app: Any, token: str | None) -> None:
             app.policy,
             shared=cluster.shared if cluster is not None else None,
             cluster=cluster.describe if cluster is not None else None,
+            audit=app.audit,
         )
         wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})

@@ -23,7 +23,7 @@ from pydantic_core import ErrorDetails
 
 from controller.jobspec import Job
 from controller.policy import bounded_yaml
-from controller.policy.schema import HostEntry, NicEntry, Policy
+from controller.policy.schema import HostEntry, NicEntry, Policy, TokenEntry
 
 log = logging.getLogger("loom.policy")
 
@@ -200,7 +200,9 @@ def _issue(file: str, lines: _Lines, err: Any) -> PolicyIssue:
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     shown = err.get("input")
+    secret = bool(loc) and loc[-1] == "digest"  # may hold the token itself: never echoed
     plain = not isinstance(shown, dict | list) and kind not in ("extra_forbidden", "missing")
+    plain = plain and not secret
     if plain and repr(shown) not in msg:
         msg += f" (got {brief(shown)})"
     return PolicyIssue(file, lines.line(loc), brief(key_text(loc)), brief(msg, 240))
@@ -219,6 +221,9 @@ def _allowed_keys(loc: Loc) -> str:
         "queues": schema.Queues,
         "servers": schema.Server,
         "nics": schema.NicEntry,
+        "access": schema.Access,
+        "readers": schema.TokenEntry,
+        "tokens": schema.TokenEntry,
     }
     context = [p for p in loc[:-1] if isinstance(p, str)]
     model = models.get(context[-1], schema.Policy) if context else schema.Policy
@@ -245,6 +250,7 @@ class _Entries(NamedTuple):
     jobs: list[tuple[int, Job]]
     every_tenant: bool  # every tenant's name is known: a job's unknown tenant is an error
     servers: list[_Server]
+    tokens: list[tuple[Loc, TokenEntry]]  # by where each is declared
 
     @classmethod
     def of(cls, policy: Policy) -> _Entries:
@@ -256,7 +262,13 @@ class _Entries(NamedTuple):
             _Server(s, server.name, list(enumerate(server.nics)))
             for s, server in enumerate(policy.servers)
         ]
-        return cls(tenants, list(enumerate(policy.jobs)), True, servers)
+        tokens: list[tuple[Loc, TokenEntry]] = [
+            (("tenants", t, "tokens", k), token)
+            for t, tenant in enumerate(policy.tenants)
+            for k, token in enumerate(tenant.tokens)
+        ]
+        tokens += [(("access", "readers", k), t) for k, t in enumerate(policy.access.readers)]
+        return cls(tenants, list(enumerate(policy.jobs)), True, servers, tokens)
 
 
 def _salvage(data: dict[str, Any], errors: list[ErrorDetails]) -> _Entries:
@@ -289,7 +301,8 @@ def _salvage(data: dict[str, Any], errors: list[ErrorDetails]) -> _Entries:
         for j, raw in enumerate(raw_jobs if isinstance(raw_jobs, list) else [])
         if clean("jobs", j) and (job := _valid(Job, raw)) is not None
     ]
-    return _Entries(tenants, jobs, every_tenant, _salvage_servers(data, clean))
+    servers = _salvage_servers(data, clean)
+    return _Entries(tenants, jobs, every_tenant, servers, _salvage_tokens(data, clean))
 
 
 def _salvage_servers(data: dict[str, Any], clean: Callable[..., bool]) -> list[_Server]:
@@ -310,6 +323,23 @@ def _salvage_servers(data: dict[str, Any], clean: Callable[..., bool]) -> list[_
     return servers
 
 
+def _salvage_tokens(data: dict[str, Any], clean: Callable[..., bool]) -> list[tuple[Loc, Any]]:
+    """The token entries (tenants' and readers') that validated, by where they stand."""
+    holders: list[tuple[Loc, Any]] = []
+    tenants, access = data.get("tenants"), data.get("access")
+    for t, raw in enumerate(tenants if isinstance(tenants, list) else []):
+        if isinstance(raw, dict):
+            holders.append((("tenants", t, "tokens"), raw.get("tokens")))
+    if isinstance(access, dict):
+        holders.append((("access", "readers"), access.get("readers")))
+    found: list[tuple[Loc, Any]] = []
+    for at, listed in holders:
+        for k, raw in enumerate(listed if isinstance(listed, list) else []):
+            if clean(*at, k) and (entry := _valid(TokenEntry, raw)) is not None:
+                found.append(((*at, k), entry))
+    return found
+
+
 def _valid(model: type[M], raw: Any) -> M | None:
     """An entry the document's validation found no error in, as its model (``None``
     should not happen: the same model validates the same input)."""
@@ -324,6 +354,7 @@ def _cross_checks(entries: _Entries, file: str, lines: _Lines) -> Iterator[Polic
     yield from _tenant_checks(entries.tenants, file, lines, tenant_ips)
     yield from _job_checks(entries, file, lines, tenant_ips)
     yield from _server_checks(entries.servers, file, lines)
+    yield from _token_checks(entries.tokens, file, lines)
 
 
 def _tenant_checks(
@@ -430,3 +461,23 @@ def _server_checks(servers: list[_Server], file: str, lines: _Lines) -> Iterator
                     "a NIC belongs to one server"
                 )
                 yield PolicyIssue(file, lines.line(loc), key_text(loc), message)
+
+
+def _token_checks(
+    tokens: list[tuple[Loc, TokenEntry]], file: str, lines: _Lines
+) -> Iterator[PolicyIssue]:
+    """A token declared twice (it would name two users) and a name given twice in one
+    list (the audit trail could not tell them apart)."""
+    first: dict[str, str] = {}  # digest -> key of its first declaration
+    names: dict[tuple[Loc, str], str] = {}  # (list, name) -> key of its first use
+    for loc, token in tokens:
+        key = key_text(loc)
+        if token.digest in first:
+            message = f"the same token is already declared at {first[token.digest]}"
+            yield PolicyIssue(file, lines.line((*loc, "digest")), f"{key}.digest", message)
+        first.setdefault(token.digest, key)
+        named = (loc[:-1], token.name)
+        if named in names:
+            message = f"token name {token.name!r} is already used at {names[named]}"
+            yield PolicyIssue(file, lines.line((*loc, "name")), f"{key}.name", message)
+        names.setdefault(named, key)

@@ -109,6 +109,7 @@ class PolicyManager:
                         "learned_hosts": len(members),
                         "traffic_classes": t.traffic_classes,
                         "bandwidth_mbps": t.bandwidth_mbps,
+                        "tokens": [token.name for token in t.tokens],
                     }
                 )
         return {

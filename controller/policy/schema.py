@@ -23,6 +23,7 @@ from controller.vocabulary import NAME_RE, POLICIES
 
 MAX_MBPS = 10_000_000  # 10 Tbit/s: anything above is a typo
 MAC_RE = re.compile(r"[0-9a-f]{2}(:[0-9a-f]{2}){5}")
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class Strict(BaseModel):
@@ -39,6 +40,13 @@ def unicast_mac(v: str) -> str:
     if int(low[:2], 16) & 1:
         raise ValueError(f"{v!r} is a multicast MAC; a host needs a unicast address")
     return low
+
+
+def entry_name(v: str, what: str) -> str:
+    """A name of a policy entry (``what``: tenant, server, ...); ``ValueError`` says why not."""
+    if not NAME_RE.fullmatch(v):
+        raise ValueError(f"{v!r} is not a {what} name: 1-64 of a-z 0-9 . _ -")
+    return v
 
 
 def ipv4(v: str, users: str) -> str:
@@ -94,18 +102,50 @@ class HostEntry(Addressed):
         return self
 
 
+class TokenEntry(Strict):
+    """An API token, by name (what the audit trail calls its user) and by the SHA-256 of
+    its text: the file never holds a token itself (``printf %s TOKEN | sha256sum``)."""
+
+    name: str
+    digest: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return entry_name(v, "token")
+
+    @field_validator("digest")
+    @classmethod
+    def _digest(cls, v: str) -> str:
+        low = v.lower()
+        if not DIGEST_RE.fullmatch(low):
+            raise ValueError(
+                "expected sha256:<64 hex digits>, the SHA-256 of the token "
+                "(printf %s TOKEN | sha256sum), never the token itself"
+            )
+        return low
+
+
+class Access(Strict):
+    """Who may use the REST API beyond the admin token (``LOOM_API_TOKEN``): read-only
+    tokens for dashboards, and what a request without a token may read (``read``: every
+    GET; ``health``: GET health alone; unset: ``read`` unless the policy declares tokens)."""
+
+    readers: list[TokenEntry] = Field(default_factory=list)
+    anonymous: Literal["read", "health"] | None = None
+
+
 class Tenant(Strict):
     name: str
     hosts: list[HostEntry] = Field(min_length=1)
+    tokens: list[TokenEntry] = Field(default_factory=list)
     traffic_classes: list[str] = Field(default_factory=lambda: list(CLASSES))
     bandwidth_mbps: float | None = Field(default=None, gt=0, le=MAX_MBPS)
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.fullmatch(v):
-            raise ValueError(f"{v!r} is not a tenant name: 1-64 of a-z 0-9 . _ -")
-        return v
+        return entry_name(v, "tenant")
 
     @field_validator("traffic_classes")
     @classmethod
@@ -137,9 +177,7 @@ class Server(Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME_RE.fullmatch(v):
-            raise ValueError(f"{v!r} is not a server name: 1-64 of a-z 0-9 . _ -")
-        return v
+        return entry_name(v, "server")
 
 
 class Queues(Strict):
@@ -227,3 +265,4 @@ class Policy(Strict):
     tenants: list[Tenant] = Field(default_factory=list)
     jobs: list[Job] = Field(default_factory=list)
     servers: list[Server] = Field(default_factory=list)
+    access: Access = Field(default_factory=Access)

@@ -4,12 +4,14 @@ and 3; a refusal names the key Loom objected to."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 
 from controller.launcher.jobcli import main
+from controller.policy import parse_policy
 from tests.unit.test_launcher import BIN, CLEAN_ENV, TOKEN, LoomServer, free_port
 
 
@@ -111,6 +113,37 @@ def test_without_the_token_loom_refuses(
     monkeypatch.delenv("LOOM_TOKEN")
     status, _, err = loom_job(capsys, "delete", "--job", "any")
     assert status == 3 and "(HTTP 401)" in err and "Authorization: Bearer" in err, err
+
+
+def test_a_tenant_token_changes_its_own_tenants_jobs_alone(
+    loom: LoomServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = loom.sim.graph
+    members = {"red": range(1, 9), "blue": range(9, 17)}
+    text = "tenants:\n"
+    for tenant, numbers in members.items():
+        hosts = ", ".join(f"{{ip: {graph.nodes[f'h{i}']['ip']}}}" for i in numbers)
+        secret = hashlib.sha256(f"{tenant}-token".encode()).hexdigest()
+        text += f"  - name: {tenant}\n    hosts: [{hosts}]\n"
+        text += f"    tokens: [{{name: slurm, digest: 'sha256:{secret}'}}]\n"
+    with loom.lock:
+        loom.sim.apply(loom.sim.core.apply_policy(loom.sim.now, parse_policy(text)))
+
+    def shown(job: str) -> int:  # as the admin sees it
+        return loom.handle("GET", f"/loom/v1/jobs/{job}", {}, b"", f"Bearer {TOKEN}").status
+
+    red = ",".join(graph.nodes[f"h{i}"]["ip"] for i in (1, 2))
+    blue = ",".join(graph.nodes[f"h{i}"]["ip"] for i in (9, 10))
+    monkeypatch.setenv("LOOM_TOKEN", "red-token")
+    assert loom_job(capsys, "register", "--tenant", "red", "--job", "r", "--hosts", red)[0] == 0
+    status, _, err = loom_job(capsys, "register", "--tenant", "blue", "--job", "b", "--hosts", blue)
+    assert status == 3 and "(HTTP 403)" in err and "tenant 'blue'" in err, err
+    monkeypatch.setenv("LOOM_TOKEN", "blue-token")
+    assert loom_job(capsys, "register", "--tenant", "blue", "--job", "b", "--hosts", blue)[0] == 0
+    status, _, err = loom_job(capsys, "delete", "--job", "r")
+    assert status == 3 and "(HTTP 403)" in err and shown("r") == 200, err
+    monkeypatch.setenv("LOOM_TOKEN", "red-token")
+    assert loom_job(capsys, "delete", "--job", "r")[0] == 0 and shown("r") == 404
 
 
 def test_loom_unreachable_exits_3(
