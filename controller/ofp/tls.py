@@ -8,11 +8,13 @@ cipher"). And a failed handshake is an uncaught exception in the log, with no co
 
 ``install`` replaces the framework's listener class by one that builds the context once
 (TLS 1.2 at least, the same key, certificate and CA) and reports each refused handshake
-to ``refused(address, reason)``. Plain TCP listeners are left as they were.
+to ``refused(address, reason)``; a peer that hangs up before its first word is not one.
+Plain TCP listeners are left as they were.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import ssl
 from collections.abc import Callable
@@ -22,6 +24,8 @@ from controller.ofp.compat import FRAMEWORK
 
 HANDSHAKE_SECONDS = 10.0  # a peer that connects and says nothing is not waited on forever
 Refused = Callable[[tuple[str, int], str], None]
+# Closed before saying anything: a cluster peer's liveness probe, not a switch refused.
+HUNG_UP = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError)
 
 
 def server_context(ssl_args: dict[str, Any]) -> ssl.SSLContext:
@@ -33,6 +37,21 @@ def server_context(ssl_args: dict[str, Any]) -> ssl.SSLContext:
         ctx.load_verify_locations(ssl_args["ca_certs"])
         ctx.verify_mode = ssl_args.get("cert_reqs", ssl.CERT_REQUIRED)
     return ctx
+
+
+def accept(
+    ctx: ssl.SSLContext, handle: Callable[[Any, Any], None], refused: Refused, sock: Any, addr: Any
+) -> None:
+    """A new connection: ``handle`` it once its TLS handshake succeeds, else close it."""
+    try:
+        sock.settimeout(HANDSHAKE_SECONDS)  # the datapath sets its own after
+        conn = ctx.wrap_socket(sock, server_side=True)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        sock.close()
+        if not isinstance(exc, HUNG_UP):
+            refused(addr, str(exc) or type(exc).__name__)
+        return
+    handle(conn, addr)
 
 
 def install(refused: Refused) -> None:
@@ -49,17 +68,6 @@ def install(refused: Refused) -> None:
             if not ssl_args:
                 return
             ctx = server_context(ssl_args)
-
-            def wrap_and_handle(sock: Any, addr: tuple[str, int]) -> None:
-                try:
-                    sock.settimeout(HANDSHAKE_SECONDS)  # the datapath sets its own after
-                    conn = ctx.wrap_socket(sock, server_side=True)
-                except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-                    sock.close()
-                    refused(addr, str(exc) or type(exc).__name__)
-                    return
-                handle(conn, addr)
-
-            self.handle = wrap_and_handle
+            self.handle = functools.partial(accept, ctx, handle, refused)
 
     module.StreamServer = TlsStreamServer

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.ofp.tls import server_context
+from controller.ofp.tls import accept, server_context
 from mininet_scenarios.harness.pki import Pki, ensure
 from mininet_scenarios.harness.tls import (
     SslSetting,
@@ -41,8 +41,10 @@ def test_make_pki_is_idempotent_and_keeps_keys_private(pki: Pki) -> None:
         assert (pki.root / f"{key}.key").stat().st_mode & 0o077 == 0
 
 
-def handshake(pki: Pki, client: ssl.SSLContext) -> str:
-    """'ok' if the controller accepted the client and read its first bytes, else why not."""
+def handshake(pki: Pki, client: ssl.SSLContext | None) -> str:
+    """What Loom's listener (``accept``) made of a client: 'ok' if it handed over the
+    connection and the client's first bytes came through, 'refused: why', or 'hung up'
+    (``client`` None: it closes before a word)."""
     ours, theirs = socket.socketpair()
     server = server_context(
         {
@@ -54,23 +56,26 @@ def handshake(pki: Pki, client: ssl.SSLContext) -> str:
     )
     outcome: list[str] = []
 
-    def serve() -> None:
-        try:
-            with server.wrap_socket(ours, server_side=True) as conn:
-                outcome.append("ok" if conn.recv(5) == b"hello" else "nothing read")
-        except OSError as exc:
-            outcome.append(f"refused: {exc}")
+    def handle(conn: ssl.SSLSocket, addr: object) -> None:
+        with conn:
+            outcome.append("ok" if conn.recv(5) == b"hello" else "nothing read")
 
-    thread = threading.Thread(target=serve)
+    def refused(addr: object, why: str) -> None:
+        outcome.append(f"refused: {why}")
+
+    thread = threading.Thread(target=accept, args=(server, handle, refused, ours, ("x", 1)))
     thread.start()
-    try:
-        with client.wrap_socket(theirs) as conn:
-            conn.sendall(b"hello")
-            conn.recv(1)  # the server's alert, or its close
-    except OSError:
-        pass
+    if client is None:
+        theirs.close()
+    else:
+        try:
+            with client.wrap_socket(theirs) as conn:
+                conn.sendall(b"hello")
+                conn.recv(1)  # the server's alert, or its close
+        except OSError:
+            pass
     thread.join(timeout=10)
-    return outcome[0]
+    return outcome[0] if outcome else "hung up"
 
 
 def test_only_a_certificate_of_the_ca_passes_the_handshake(pki: Pki, tmp_path: Path) -> None:
@@ -80,6 +85,7 @@ def test_only_a_certificate_of_the_ca_passes_the_handshake(pki: Pki, tmp_path: P
     assert handshake(pki, client_context(pki.ca_cert)).startswith("refused")
     stranger = client_context(pki.ca_cert, other.cert("switch"), other.key("switch"))
     assert handshake(pki, stranger).startswith("refused")
+    assert handshake(pki, None) == "hung up"  # a cluster peer's probe is not counted
 
 
 def test_controller_flags_and_the_ovs_setting(pki: Pki) -> None:
