@@ -145,7 +145,7 @@ class FabricNet:
     ) -> None:
         validate(graph)
         if host_queues not in ("bounded", "kernel") or protocol not in ("tcp", "ssl"):
-            raise FabricError(f"expected bounded/kernel, tcp/ssl: {host_queues!r} {protocol!r}")
+            raise FabricError(f"want bounded or kernel, tcp or ssl: {host_queues!r} {protocol!r}")
         self.host_queues, self.protocol = host_queues, protocol
         if CONTROLLER_NODE in graph:
             raise FabricError(f"node name {CONTROLLER_NODE!r} is reserved for the controller")

@@ -105,3 +105,13 @@ def test_get_ssl_is_parsed_and_an_empty_one_is_none() -> None:
     assert setting == SslSetting("/k.pem", "/c.pem", "/ca.pem", bootstrap=True)
     assert setting.set_command()[:3] == ["ovs-vsctl", "--bootstrap", "set-ssl"]
     assert parse_get_ssl("") is None
+
+
+def test_bridges_take_tcp_or_ssl_targets() -> None:
+    from mininet_scenarios.harness.network import FabricNet
+    from mininet_scenarios.harness.ovs import FabricError
+    from topologies import fat_tree
+
+    assert FabricNet(fat_tree(4), protocol="ssl").protocol == "ssl"
+    with pytest.raises(FabricError, match="tcp or ssl"):
+        FabricNet(fat_tree(4), protocol="unix")
