@@ -2,13 +2,13 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-APT_PKGS := openvswitch-switch mininet iperf3 iputils-ping ethtool procps iproute2 etcd-server etcd-client
+APT_PKGS := openvswitch-switch mininet iperf3 iputils-ping ethtool procps iproute2 etcd-server etcd-client openssl
 APT_NORECOMMENDS := prometheus
 WMEM := 16777216
 RMEM := 4194304
 OVS_CTL := /usr/share/openvswitch/scripts/ovs-ctl
 
-.PHONY: setup apt ovs venv osken-venv faucet-venv test test-unit test-emulation lint demo clean-venv
+.PHONY: setup apt ovs venv osken-venv faucet-venv test test-unit test-emulation lint demo clean-venv pki
 
 setup: apt ovs venv
 
@@ -113,6 +113,11 @@ lint: venv
 
 demo: setup torch
 	$(PY) -m mininet_scenarios.demo $(ARGS)
+
+## OpenFlow over TLS (docs/operator.md): a local CA, the controller's and the switches' keys
+## and certificates in pki/ (kept if there; Python's standard library and openssl only).
+pki: apt
+	/usr/bin/python3 -m mininet_scenarios.harness.pki pki
 
 ## Three Loom instances on a three-member etcd (loopback) share a k=4 fat-tree; one dies
 ## under traffic, then etcd members do (~2 min).

@@ -22,6 +22,7 @@ if __package__ in (None, ""):  # loaded by path (ryu-manager controller/app.py):
 
 from controller import heap
 from controller.audit import AuditTrail
+from controller.claims import SwitchClaims, Verdict
 from controller.cluster.roles import Roles
 from controller.conductor import Conductor
 from controller.metrics import LoomMetrics
@@ -42,6 +43,7 @@ from controller.ofp.outbox import Outbox
 from controller.ofp.rejects import SentMessages, error_name
 from controller.ofp.replies import Solicited
 from controller.ofp.rest import LoomRestController, register_rest
+from controller.ofp.tls import install as install_tls
 from controller.policy.isolated import load_isolated
 from controller.policy.loader import load_policy
 from controller.policy.manager import PolicyManager
@@ -57,12 +59,18 @@ def guarded(handler: Handler) -> Handler:
     """Nothing a switch or host sends may raise out of a handler: an event whose handling
     fails is counted (``loom_handler_errors_total``), logged once and dropped. Each
     handler yields when done: Ryu's event loop runs a backlog of events without yielding,
-    which would keep REST requests and the tick waiting behind hundreds of replies."""
+    which would keep REST requests and the tick waiting behind hundreds of replies.
+    A message from a connection that does not speak for its datapath id (refused, or
+    replaced by a reconnect) is dropped unread: it may have been queued before the close."""
 
     GUARDED.append(handler.__name__.strip("_"))
 
     @functools.wraps(handler)
     def run(self: FabricApp, ev: Any) -> None:
+        msg = getattr(ev, "msg", None)
+        if msg is not None and self.datapaths.get(msg.datapath.id) is not msg.datapath:
+            self.counts.dropped["refused_connection"] += 1
+            return
         try:
             handler(self, ev)
         except Exception:
@@ -89,9 +97,13 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.policy.reload(time.monotonic())
         self.metrics = LoomMetrics(self.fabric, policy=self.policy.status)
         self.counts = self.metrics.shim  # what the shim drops, and handlers that fail
-        self.counts.dropped.update(dict.fromkeys(("unsolicited_reply", "unmatched_error"), 0))
+        drops = ("unsolicited_reply", "unmatched_error", "refused_connection")
+        self.counts.dropped.update(dict.fromkeys(drops, 0))
         self.counts.handler_errors.update(dict.fromkeys(GUARDED, 0))
+        self.counts.refused.update(dict.fromkeys(("duplicate_dpid", "tls_handshake"), 0))
         self.datapaths: dict[int, Any] = {}
+        self.claims: SwitchClaims[Any] = SwitchClaims()
+        install_tls(self._tls_refused)  # before the OpenFlow listener starts
         self.reads = decode.StateReads()
         self.fences = BarrierFences()
         self.sent = SentMessages()
@@ -153,6 +165,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         if dpid is None:
             return
         if ev.state == MAIN_DISPATCHER:
+            if not self._claim(dpid, dp):
+                return
             self.datapaths[dpid] = dp
             self.outbox.open(dpid, dp)
             if self.cluster is not None:  # a slave first: nothing written before mastership
@@ -160,7 +174,7 @@ class FabricApp(BaseApp):  # type: ignore[misc]
             ports = [decode.port_desc(p) for p in dp.ports.values()]
             self.logger.info("switch %016x connected with %d ports", dpid, len(ports))
             self.send(self.fabric.switch_up(time.monotonic(), dpid, ports))
-        elif ev.state == DEAD_DISPATCHER and self.datapaths.get(dpid) is dp:
+        elif ev.state == DEAD_DISPATCHER and self.claims.release(dpid, dp):
             del self.datapaths[dpid]
             self.outbox.close(dpid)
             self.fences.switch_gone(dpid)
@@ -170,6 +184,29 @@ class FabricApp(BaseApp):  # type: ignore[misc]
                 self.cluster.switch_gone(dpid)
             self.logger.info("switch %016x disconnected", dpid)
             self.send(self.fabric.switch_down(time.monotonic(), dpid))
+
+    def _claim(self, dpid: int, dp: Any) -> bool:
+        """A connection announcing a datapath id another address holds is closed, not
+        obeyed; one from the holder's own address is that switch restarted (``claims``)."""
+        address = str(dp.address[0]) if dp.address else ""
+        claim = self.claims.claim(dpid, address, dp)
+        if claim.verdict is Verdict.REFUSED:
+            self.counts.refused["duplicate_dpid"] += 1
+            self.logger.warning(
+                "switch %016x: connection from %s refused, the id is connected from %s",
+                dpid,
+                address,
+                claim.held_from,
+            )
+            dp.close()
+        elif claim.verdict is Verdict.RECONNECT and claim.held_by is not None:
+            self.logger.info("switch %016x reconnected from %s", dpid, address)
+            claim.held_by.close()  # its DEAD event finds it no longer the holder
+        return claim.accepted
+
+    def _tls_refused(self, address: tuple[str, int], reason: str) -> None:
+        self.counts.refused["tls_handshake"] += 1
+        self.logger.warning("OpenFlow TLS handshake from %s:%s refused: %s", *address, reason)
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     @guarded

@@ -211,7 +211,16 @@ METRICS = [
         ("reason",),
         "Input counted and dropped: undecodable frames, packet-ins from ports a switch"
         " does not have, statistics replies nobody asked for, errors about no message of"
-        " ours, counters of ports a switch does not have.",
+        " ours, counters of ports a switch does not have, messages of a refused or"
+        " replaced connection.",
+    ),
+    MetricDoc(
+        "loom_switch_connections_refused_total",
+        "counter",
+        ("reason",),
+        "OpenFlow connections closed unheard: a datapath id already connected from"
+        " another address (duplicate_dpid), a failed TLS handshake, such as a switch"
+        " without a certificate of the CA (tls_handshake). The controller log names each.",
     ),
     MetricDoc(
         "loom_handler_errors_total",
@@ -257,6 +266,7 @@ class ShimCounts:
 
     dropped: Counter[str] = field(default_factory=Counter)
     handler_errors: Counter[str] = field(default_factory=Counter)
+    refused: Counter[str] = field(default_factory=Counter)  # connections, by reason
     api_aborted: int = 0  # REST clients that hung up mid-body
 
 
@@ -325,7 +335,10 @@ class FabricCollector(Collector):
             errors.add_metric([handler], n)
         aborted = self._family("loom_api_aborted_requests_total")
         aborted.add_metric([], self.shim.api_aborted)
-        yield from (dropped, errors, aborted)
+        refused = self._family("loom_switch_connections_refused_total")
+        for reason, n in sorted(self.shim.refused.items()):
+            refused.add_metric([reason], n)
+        yield from (dropped, errors, aborted, refused)
         yield from audit_families(self.audit, self._family)
 
     def _cluster(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

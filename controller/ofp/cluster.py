@@ -175,4 +175,6 @@ def listening() -> tuple[int, str]:
 
     conf = cfg.CONF
     host = conf.wsapi_host if conf.wsapi_host not in ("", "0.0.0.0") else "127.0.0.1"
-    return int(conf.ofp_tcp_listen_port), f"http://{host}:{conf.wsapi_port}"
+    tls = conf.ctl_privkey and conf.ctl_cert  # then Ryu listens for TLS only
+    port = conf.ofp_ssl_listen_port if tls else conf.ofp_tcp_listen_port
+    return int(port), f"http://{host}:{conf.wsapi_port}"

@@ -25,6 +25,7 @@ from typing import Any
 
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.cluster import LoomCluster
+from mininet_scenarios.harness.pki import ensure
 from mininet_scenarios.workloads.cluster_kill import kill_once
 from mininet_scenarios.workloads.collectives.runner import job_request
 from mininet_scenarios.workloads.streams import Stream
@@ -54,7 +55,10 @@ def show_shares(cluster: LoomCluster) -> dict[str, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     checks = Checks()
     run_dir: Path = args.out
-    with LoomCluster(fat_tree(4), run_dir / "run", shape=False, etcd_base_port=args.etcd_port) as c:
+    tls = ensure(Path("pki")) if args.tls else None  # make pki: kept if already there
+    with LoomCluster(
+        fat_tree(4), run_dir / "run", shape=False, etcd_base_port=args.etcd_port, tls=tls
+    ) as c:
         step(1, "three instances share the fabric")
         shares = show_shares(c)
         spread = max(shares.values()) - min(shares.values())
@@ -162,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=Path("results/cluster-demo"))
     ap.add_argument("--etcd-port", type=int, default=21379)
+    ap.add_argument("--tls", action="store_true", help="OpenFlow over TLS (certificates in pki/)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     return 1 if run(args)["failed"] else 0

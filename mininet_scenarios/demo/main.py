@@ -40,12 +40,14 @@ from mininet_scenarios.demo.story import (
     uplinks,
     write_json,
 )
+from mininet_scenarios.harness.pki import ensure
 from mininet_scenarios.harness.prometheus import PrometheusProcess
 from mininet_scenarios.harness.shaping import DEFAULT_CLASSES
 from mininet_scenarios.harness.stack import LoomStack
 from topologies import fat_tree
 
 STEPS = 6
+PKI_DIR = Path("pki")
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:
@@ -160,14 +162,18 @@ def run(args: argparse.Namespace) -> int:
     env = {"LOOM_POLICY": str(policy.resolve())}  # what a user sets: Loom learns the rest
     if args.tell_rate:
         env["LOOM_LINK_CAPACITY_MBPS"] = f"{args.rate:g}"
-    stack = LoomStack(graph, run_dir, env=env, queue_classes=DEFAULT_CLASSES)
+    tls = ensure(PKI_DIR) if args.tls else None  # make pki: kept if already there
+    stack = LoomStack(graph, run_dir, env=env, queue_classes=DEFAULT_CLASSES, tls=tls)
     target = stack.metrics_url.split("//")[1].split("/")[0]
     summary: dict[str, Any] = {
         "fabric": graph.graph["name"],
         "link_rate_mbps": args.rate,
         "tenants": tenants,
+        "openflow": "tls" if tls else "tcp",
     }
     demo: Demo | None = None
+    if tls is not None:
+        say(f"OpenFlow over TLS: CA and certificates in {tls.root}; switches without one refused")
     say(f"tenants from {policy}: " + "; ".join(f"{t}: {', '.join(m)}" for t, m in tenants.items()))
     try:
         with PrometheusProcess([target], run_dir, scrape_interval=1.0) as prom:
@@ -247,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mib", type=float, default=2.0, help="all-reduce buffer, MiB (default 2)")
     p.add_argument("--iters", type=int, default=3, help="timed all-reduce iterations (default 3)")
     p.add_argument("--run-dir", default="results/demo", help="where logs, plots, summary go")
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="OpenFlow over TLS, certificates both ways (made in pki/ if missing)",
+    )
     p.add_argument(
         "--keep",
         action="store_true",

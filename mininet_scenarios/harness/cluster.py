@@ -25,9 +25,11 @@ from mininet_scenarios.harness.client import LabClient, LoomApiError
 from mininet_scenarios.harness.controller import ControllerProcess
 from mininet_scenarios.harness.etcd import EtcdCluster
 from mininet_scenarios.harness.network import FabricNet
+from mininet_scenarios.harness.pki import Pki
 from mininet_scenarios.harness.processes import free_port
 from mininet_scenarios.harness.shaping import QueueClass
 from mininet_scenarios.harness.stack import LOOM_APP, expected_links
+from mininet_scenarios.harness.tls import OvsSsl
 
 log = emulation_logger()
 
@@ -35,7 +37,9 @@ log = emulation_logger()
 class Instance:
     """One Loom process of the cluster, and how to reach it."""
 
-    def __init__(self, index: int, url: str, run_dir: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, index: int, url: str, run_dir: Path, env: Mapping[str, str], tls: Pki | None = None
+    ) -> None:
         self.index = index
         self.name = f"loom-{index}"
         self.ofp_port, self.api_port, self.metrics_port = free_port(), free_port(), free_port()
@@ -53,6 +57,7 @@ class Instance:
             wsapi_port=self.api_port,
             env=self.env,
             log_path=run_dir / f"controller-{self.name}.txt",
+            tls=tls,
         )
 
     def start(self) -> None:
@@ -81,8 +86,10 @@ class LoomCluster:
         queue_classes: Sequence[QueueClass] | None = None,
         etcd_base_port: int = 21379,
         discovery_timeout: float = 90.0,
+        tls: Pki | None = None,
     ) -> None:
         self.graph = graph
+        self.tls = tls  # OpenFlow over TLS (see LoomStack)
         self.run_dir = Path(run_dir)
         self.etcd = EtcdCluster(base_port=etcd_base_port, data_dir=self.run_dir / "etcd")
         self.env = dict(env or {})
@@ -102,10 +109,12 @@ class LoomCluster:
         try:
             self._stack.enter_context(self.etcd)
             for i in range(1, self.n_instances + 1):
-                inst = Instance(i, self.etcd.url, self.run_dir, self.env)
+                inst = Instance(i, self.etcd.url, self.run_dir, self.env, self.tls)
                 self._stack.callback(inst.process.stop)
                 inst.start()
                 self.instances.append(inst)
+            if self.tls is not None:
+                self._stack.enter_context(OvsSsl(self.tls))
             self.fnet = self._stack.enter_context(
                 FabricNet(
                     self.graph,
@@ -114,6 +123,7 @@ class LoomCluster:
                     run_dir=self.run_dir,
                     shape=self.shape,
                     queue_classes=self.queue_classes,
+                    protocol="tcp" if self.tls is None else "ssl",
                 )
             )
             started = time.monotonic()

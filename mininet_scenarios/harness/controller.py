@@ -19,7 +19,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from mininet_scenarios.harness.pki import Pki
 from mininet_scenarios.harness.processes import ChildProcess, ProcessError, listening_on
+from mininet_scenarios.harness.tls import controller_args
 
 
 class ControllerError(ProcessError):
@@ -40,6 +42,8 @@ class ControllerProcess(ChildProcess):
     ``osken-manager`` takes the same arguments), waits until it listens, and on exit sends
     SIGTERM, then SIGKILL after ``stop_timeout`` seconds, and reaps it. ``app`` is a path
     relative to the repository root or a module name such as ``ryu.app.simple_switch_13``.
+    With ``tls`` (a :class:`~mininet_scenarios.harness.pki.Pki`) it listens for TLS only on
+    PORT and requires switch certificates of its CA (:mod:`~mininet_scenarios.harness.tls`).
     """
 
     error = ControllerError
@@ -56,6 +60,7 @@ class ControllerProcess(ChildProcess):
         manager: str | Path | None = None,
         start_timeout: float = 30.0,
         stop_timeout: float = 5.0,
+        tls: Pki | None = None,
     ) -> None:
         if log_path is None:
             run_dir = Path(tempfile.gettempdir()) / f"loom-run-{os.getpid()}"
@@ -63,6 +68,7 @@ class ControllerProcess(ChildProcess):
         self.app = app
         self.ofp_port = ofp_port
         self.wsapi_port = wsapi_port
+        self.tls = tls
         self.extra_args = tuple(extra_args)
         self.manager = Path(manager) if manager is not None else ryu_manager_path()
         super().__init__(
@@ -81,7 +87,10 @@ class ControllerProcess(ChildProcess):
         return ("127.0.0.1", self.ofp_port)
 
     def command(self) -> list[str]:
-        cmd = [str(self.manager), "--ofp-tcp-listen-port", str(self.ofp_port)]
+        if self.tls is not None:
+            cmd = [str(self.manager), *controller_args(self.tls, self.ofp_port)]
+        else:
+            cmd = [str(self.manager), "--ofp-tcp-listen-port", str(self.ofp_port)]
         if self.wsapi_port is not None:
             cmd += ["--wsapi-port", str(self.wsapi_port)]
         return [*cmd, *self.extra_args, self.app]

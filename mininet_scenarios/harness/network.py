@@ -124,9 +124,9 @@ class FabricNet:
     interface the same limit as a switch port; ``kernel`` leaves it the kernel's 1000
     packets, as a server's NIC queue is (TCP on a real host does not lose segments to its
     own queue: small queues there measure the emulation, see docs/benchmarks.md §2).
-    ``run_dir`` holds workload outputs (default
-    ``/tmp/loom-run-<pid>/``). After exit, ``leftovers`` says what ``net.stop()`` missed and
-    was removed, and ``timings`` how long each phase took.
+    ``protocol``: ``ssl`` for controller targets over TLS (:mod:`.tls` sets up OVS).
+    ``run_dir`` holds workload outputs (default ``/tmp/loom-run-<pid>/``). After exit,
+    ``leftovers`` says what ``net.stop()`` missed and was removed, and ``timings`` how long.
     """
 
     def __init__(
@@ -141,11 +141,12 @@ class FabricNet:
         queue_bytes: int | None = None,
         controllers: Sequence[tuple[str, int]] = (),
         host_queues: str = "bounded",
+        protocol: str = "tcp",
     ) -> None:
         validate(graph)
-        if host_queues not in ("bounded", "kernel"):
-            raise FabricError(f"host_queues: expected bounded or kernel, got {host_queues!r}")
-        self.host_queues = host_queues
+        if host_queues not in ("bounded", "kernel") or protocol not in ("tcp", "ssl"):
+            raise FabricError(f"want bounded or kernel, tcp or ssl: {host_queues!r} {protocol!r}")
+        self.host_queues, self.protocol = host_queues, protocol
         if CONTROLLER_NODE in graph:
             raise FabricError(f"node name {CONTROLLER_NODE!r} is reserved for the controller")
         self.graph = graph
@@ -243,9 +244,8 @@ class FabricNet:
             autoSetMacs=False,
         )
         ip, port = self.controller
-        self._track(
-            net.addController(CONTROLLER_NODE, controller=_RemoteController, ip=ip, port=port)
-        )
+        ctl = dict(controller=_RemoteController, ip=ip, port=port, protocol=self.protocol)
+        self._track(net.addController(CONTROLLER_NODE, **ctl))
         for name in self.mn_host_names:
             if name in self.servers:  # its NICs' addresses go on their interfaces below
                 host = self._track(net.addHost(name, ip=None, mac=None))
@@ -482,7 +482,7 @@ class FabricNet:
         """A cluster: every switch keeps a connection to every controller target."""
         if not self.controllers:
             return
-        targets = [f"tcp:{ip}:{port}" for ip, port in self.controllers]
+        targets = [f"{self.protocol}:{ip}:{port}" for ip, port in self.controllers]
         args = [a for b in self.switch_names for a in ("--", "set-controller", b, *targets)]
         sh(["ovs-vsctl", *args])
 

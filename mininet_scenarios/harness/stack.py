@@ -3,7 +3,8 @@
 ``LoomStack(graph)`` starts ``ryu-manager controller/app.py`` on free ports, builds the
 fabric with ``FabricNet`` pointed at it, and waits until the controller has discovered
 every switch and link, recording how long that took. Tests, the demo and the benchmarks
-all start Loom this way, so they measure the same thing.
+all start Loom this way, so they measure the same thing. ``tls`` (a CA and certificates,
+``make pki``): OpenFlow over TLS with certificates both ways instead of plain TCP.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from mininet_scenarios import emulation_logger
 from mininet_scenarios.harness.client import LabClient
 from mininet_scenarios.harness.controller import ControllerProcess
 from mininet_scenarios.harness.network import FabricNet
+from mininet_scenarios.harness.pki import Pki
 from mininet_scenarios.harness.processes import free_port
 from mininet_scenarios.harness.shaping import QueueClass
+from mininet_scenarios.harness.tls import OvsSsl
 from topologies.graph import switch_graph
 
 log = emulation_logger()
@@ -47,8 +50,10 @@ class LoomStack:
         queue_packets: int | None = None,
         queue_bytes: int | None = None,
         host_queues: str = "bounded",
+        tls: Pki | None = None,
     ) -> None:
         self.graph = graph
+        self.tls = tls
         self.host_queues = host_queues  # see FabricNet
         self.run_dir = Path(run_dir)
         self.env = dict(env or {})
@@ -78,8 +83,11 @@ class LoomStack:
                     wsapi_port=self.api_port,
                     env=self.env,
                     log_path=self.run_dir / "controller.txt",
+                    tls=self.tls,
                 )
             )
+            if self.tls is not None:  # OVS-wide: set before the bridges, restored after them
+                self._stack.enter_context(OvsSsl(self.tls))
             started = time.monotonic()
             self.fnet = self._stack.enter_context(
                 FabricNet(
@@ -91,6 +99,7 @@ class LoomStack:
                     queue_packets=self.queue_packets,
                     queue_bytes=self.queue_bytes,
                     host_queues=self.host_queues,
+                    protocol="tcp" if self.tls is None else "ssl",
                 )
             )
             n_switches = sum(1 for _, d in self.graph.nodes(data=True) if d["kind"] == "switch")
