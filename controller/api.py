@@ -114,7 +114,7 @@ class LoomApi:
         rebuilt when either changes, so a reload swaps them all at once."""
         shared = self.shared.token_digest if self.shared is not None else ""
         admin = shared or (digest_of(self.token) if self.token else "")
-        policy = self.fabric.tenants.policy
+        policy = self.fabric.inputs.tenants.policy
         if self._access is None or self._access[0] is not policy or self._access[1] != admin:
             self._access = (policy, admin, AccessTable.of(policy, admin))
         return self._access[2]

@@ -57,12 +57,12 @@ class FabricView:
     @property
     def policy(self) -> Policy | None:
         """The policy in force (``None``: an open fabric)."""
-        return self._f.tenants.policy
+        return self._f.inputs.tenants.policy
 
     def tenant_of_ip(self, ip: str) -> str | None:
         """The tenant of the host with this address: learned there, else declared."""
         host = self._f.topo.host_by_ip(ip)
-        return host.tenant if host is not None else self._f.tenants.tenant_of_ip(ip)
+        return host.tenant if host is not None else self._f.inputs.tenants.tenant_of_ip(ip)
 
     def is_fabric_port(self, ref: PortRef) -> bool:
         return self._f.topo.is_fabric_port(ref)
