@@ -180,7 +180,8 @@ def refusals(ips: list[str], mac: str, job: dict[str, Any]) -> list[Case]:
         Case("get", "/order", 401, query={"hosts": ",".join(ips)}, token=False),
     ]
     out += [Case("get", p, 403, token=OTHER) for p in reads if p not in FILTERED]
-    return out + [
+    return [
+        *out,
         Case("get", "/routes", 403, query={"mac": mac}, token=OTHER),
         Case("get", "/jobs/{name}", 403, "/jobs/train", token=OTHER),
         Case("get", "/jobs/{name}/order", 403, "/jobs/train/order", token=OTHER),
