@@ -10,6 +10,9 @@ and one of them dies under traffic.
 5. one etcd member dies: nothing changes; a second: the stream still flows and changes are
    refused with a clear error until the quorum returns.
 
+``--secure``: etcd over TLS, every client and member showing a certificate of the lab's
+CA (``make pki``), with authentication on and Loom as the etcd user ``loom``.
+
 Exits non-zero if a check fails; everything it started is stopped and removed.
 """
 
@@ -25,7 +28,7 @@ from typing import Any
 
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.cluster import LoomCluster
-from mininet_scenarios.harness.pki import ensure
+from mininet_scenarios.harness.pki import ETCD, ensure
 from mininet_scenarios.workloads.cluster_kill import kill_once
 from mininet_scenarios.workloads.collectives.runner import job_request
 from mininet_scenarios.workloads.streams import Stream
@@ -55,10 +58,19 @@ def show_shares(cluster: LoomCluster) -> dict[str, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     checks = Checks()
     run_dir: Path = args.out
-    tls = ensure(Path("pki")) if args.tls else None  # make pki: kept if already there
+    names = (("controller", "switch") if args.tls else ()) + (ETCD if args.secure else ())
+    pki = ensure(Path("pki"), names) if names else None  # make pki: kept if already there
     with LoomCluster(
-        fat_tree(4), run_dir / "run", shape=False, etcd_base_port=args.etcd_port, tls=tls
+        fat_tree(4),
+        run_dir / "run",
+        shape=False,
+        etcd_base_port=args.etcd_port,
+        tls=pki if args.tls else None,
+        etcd_pki=pki if args.secure else None,
+        etcd_auth=args.secure,
     ) as c:
+        if args.secure:
+            print(f"etcd: {c.etcd.url}, TLS both ways, as etcd user loom", flush=True)
         step(1, "three instances share the fabric")
         shares = show_shares(c)
         spread = max(shares.values()) - min(shares.values())
@@ -167,6 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results/cluster-demo"))
     ap.add_argument("--etcd-port", type=int, default=21379)
     ap.add_argument("--tls", action="store_true", help="OpenFlow over TLS (certificates in pki/)")
+    ap.add_argument(
+        "--secure", action="store_true", help="etcd over TLS with users (certificates in pki/)"
+    )
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     return 1 if run(args)["failed"] else 0
