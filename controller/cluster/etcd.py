@@ -38,6 +38,7 @@ _NOT_FOUND = 5  # gRPC's NOT_FOUND: an unknown lease
 _DENIED = 7  # gRPC's PERMISSION_DENIED: the user's roles do not cover the key
 _UNAUTHENTICATED = 16  # an invalid or expired token
 _OLD_AUTH = "auth store is old"
+_NO_USER = "user name is empty"  # auth is on and the request came as nobody
 _AUTHENTICATE = "/v3/auth/authenticate"  # etcd changed users or roles since the token was given
 _BUSY = 429  # "too many requests": the member is overloaded, another may not be
 
@@ -279,7 +280,7 @@ class EtcdClient:
                 if self._token == token:  # not renewed by another green thread meanwhile
                     self._authenticate()
                 return self._again(path, body, stream)
-            if exc.code == _DENIED:
+            if exc.code == _DENIED or _NO_USER in str(exc):
                 raise StoreAccessDenied(f"etcd refused {path} to {self._who()}: {exc}") from None
             raise
 

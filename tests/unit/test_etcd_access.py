@@ -10,7 +10,7 @@ import shutil
 import ssl
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -142,7 +142,10 @@ class Stub:
             self.tokens += 1
             self.valid = f"token-{self.tokens}"
             return 200, {"header": {"revision": "7"}, "token": self.valid}
-        if token is None or token != self.valid:
+        if token is None:
+            message = "etcdserver: user name is empty"
+            return 400, {"error": message, "code": 3, "message": message}
+        if token != self.valid:
             message = "etcdserver: invalid auth token"
             if path == "/v3/lease/keepalive":
                 return 200, {"error": {"grpc_code": 16, "http_code": 401, "message": message}}
@@ -219,13 +222,16 @@ def test_a_token_etcd_no_longer_takes_is_renewed_once_and_the_request_sent_again
     ]
 
 
-def test_a_wrong_password_or_missing_rights_are_access_denied(
+def test_a_wrong_password_no_user_or_missing_rights_are_access_denied(
     pki: Pki, stub: tuple[Stub, str]
 ) -> None:
     state, endpoint = stub
     wrong = EtcdClient([endpoint], timeout=2.0, access=access(pki, password="guess"))
     with pytest.raises(StoreAccessDenied, match=r"refused user 'loom': .*invalid user ID"):
         wrong.get("/loom/a")
+    nobody = replace(access(pki), user=None, password="")
+    with pytest.raises(StoreAccessDenied, match=r"to nobody: .*user name is empty"):
+        EtcdClient([endpoint], timeout=2.0, access=nobody).get("/loom/a")
     state.denied = True
     with pytest.raises(StoreAccessDenied, match="permission denied"):
         EtcdClient([endpoint], timeout=2.0, access=access(pki)).get("/loom/a")
