@@ -38,6 +38,7 @@ _NOT_FOUND = 5  # gRPC's NOT_FOUND: an unknown lease
 _DENIED = 7  # gRPC's PERMISSION_DENIED: the user's roles do not cover the key
 _UNAUTHENTICATED = 16  # an invalid or expired token
 _OLD_AUTH = "auth store is old"
+_PLAIN = -1  # not a gateway's reply: etcd's HTTP server refused the request itself
 _NO_USER = "user name is empty"  # auth is on and the request came as nobody
 _AUTHENTICATE = "/v3/auth/authenticate"  # etcd changed users or roles since the token was given
 _BUSY = 429  # "too many requests": the member is overloaded, another may not be
@@ -213,6 +214,12 @@ class EtcdClient:
         try:
             reply = json.loads(data)
         except ValueError as exc:
+            if 400 <= response.status < 500:  # refused in plain text before the gateway
+                text = data[:300].decode("utf-8", "replace").strip()
+                return response.status, {
+                    "message": f"HTTP {response.status}: {text}",
+                    "code": _PLAIN,
+                }
             raise http.client.HTTPException(f"unreadable reply ({exc})") from None
         if not isinstance(reply, dict):
             raise http.client.HTTPException(f"unexpected reply {data[:80]!r}")
@@ -280,7 +287,7 @@ class EtcdClient:
                 if self._token == token:  # not renewed by another green thread meanwhile
                     self._authenticate()
                 return self._again(path, body, stream)
-            if exc.code == _DENIED or _NO_USER in str(exc):
+            if exc.code in (_DENIED, _PLAIN) or _NO_USER in str(exc):
                 raise StoreAccessDenied(f"etcd refused {path} to {self._who()}: {exc}") from None
             raise
 

@@ -128,6 +128,7 @@ class Stub:
     tokens: int = 0
     valid: str | None = None
     denied: bool = False
+    plain: bool = False  # refuse as etcd's HTTP server does, in plain text
     seen: list[tuple[str, str | None]] = field(default_factory=list)
 
     def expire(self) -> None:
@@ -152,6 +153,8 @@ class Stub:
             return 401, {"error": message, "code": 16, "message": message}
         if self.denied:
             return 403, {"code": 7, "message": "etcdserver: permission denied"}
+        if self.plain:
+            return 400, "CommonName of client sending a request against gateway will be ignored"
         if path == "/v3/lease/keepalive":
             return 200, {"result": {"header": {"revision": "7"}, "TTL": "2"}}
         return 200, {"header": {"revision": "7"}, "kvs": []}
@@ -162,7 +165,7 @@ def serve(pki: Pki, stub: Stub) -> ThreadingHTTPServer:
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             status, reply = stub.answer(self.path, body, self.headers.get("Authorization"))
-            data = json.dumps(reply).encode() + b"\n"
+            data = (reply if isinstance(reply, str) else json.dumps(reply)).encode() + b"\n"
             self.send_response(status)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -222,7 +225,7 @@ def test_a_token_etcd_no_longer_takes_is_renewed_once_and_the_request_sent_again
     ]
 
 
-def test_a_wrong_password_no_user_or_missing_rights_are_access_denied(
+def test_a_wrong_password_no_user_missing_rights_or_a_plain_refusal_are_access_denied(
     pki: Pki, stub: tuple[Stub, str]
 ) -> None:
     state, endpoint = stub
@@ -234,6 +237,9 @@ def test_a_wrong_password_no_user_or_missing_rights_are_access_denied(
         EtcdClient([endpoint], timeout=2.0, access=nobody).get("/loom/a")
     state.denied = True
     with pytest.raises(StoreAccessDenied, match="permission denied"):
+        EtcdClient([endpoint], timeout=2.0, access=access(pki)).get("/loom/a")
+    state.denied, state.plain = False, True
+    with pytest.raises(StoreAccessDenied, match="HTTP 400: CommonName of client"):
         EtcdClient([endpoint], timeout=2.0, access=access(pki)).get("/loom/a")
 
 
