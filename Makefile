@@ -121,7 +121,8 @@ pki: apt
 	/usr/bin/python3 -m mininet_scenarios.harness.pki pki
 
 ## Three Loom instances on a three-member etcd (loopback) share a k=4 fat-tree; one dies
-## under traffic, then etcd members do (~2 min). ARGS=--secure: etcd over TLS with users.
+## under traffic, then etcd members do (~2 min); etcd over TLS with users (pki/), or
+## ARGS=--plain-etcd.
 .PHONY: cluster-demo
 cluster-demo: setup torch
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.demo.cluster $(ARGS)
