@@ -37,10 +37,10 @@ SCHEMES = {"etcd": "http", "etcds": "https"}
 _NOT_FOUND = 5  # gRPC's NOT_FOUND: an unknown lease
 _DENIED = 7  # gRPC's PERMISSION_DENIED: the user's roles do not cover the key
 _UNAUTHENTICATED = 16  # an invalid or expired token
-_OLD_AUTH = "auth store is old"
+_OLD_AUTH = "auth store is old"  # etcd changed users or roles since the token was given
 _PLAIN = -1  # not a gateway's reply: etcd's HTTP server refused the request itself
 _NO_USER = "user name is empty"  # auth is on and the request came as nobody
-_AUTHENTICATE = "/v3/auth/authenticate"  # etcd changed users or roles since the token was given
+_AUTHENTICATE = "/v3/auth/authenticate"
 _BUSY = 429  # "too many requests": the member is overloaded, another may not be
 
 # The store client is I/O at the edge, as the shim is: it times its own round trips.
@@ -103,6 +103,15 @@ class EtcdAccess:
 
 def _no_passphrase() -> bytes:
     return b""
+
+
+def _stale_token(exc: _Refused) -> bool:
+    return exc.code == _UNAUTHENTICATED or _OLD_AUTH in str(exc)
+
+
+def _who_we_are(exc: _Refused) -> bool:
+    """A refusal of our user, rights or certificate, rather than of the request."""
+    return exc.code in (_DENIED, _PLAIN) or _NO_USER in str(exc)
 
 
 def _bad_url(url: str, why: str) -> ValueError:
@@ -282,12 +291,11 @@ class EtcdClient:
         try:
             return self._send(path, body, stream)
         except _Refused as exc:
-            stale = exc.code == _UNAUTHENTICATED or _OLD_AUTH in str(exc)
-            if self.access.user is not None and stale:
+            if self.access.user is not None and _stale_token(exc):
                 if self._token == token:  # not renewed by another green thread meanwhile
                     self._authenticate()
                 return self._again(path, body, stream)
-            if exc.code in (_DENIED, _PLAIN) or _NO_USER in str(exc):
+            if _who_we_are(exc):
                 raise StoreAccessDenied(f"etcd refused {path} to {self._who()}: {exc}") from None
             raise
 
@@ -296,7 +304,7 @@ class EtcdClient:
         try:
             return self._send(path, body, stream)
         except _Refused as exc:
-            if exc.code in (_UNAUTHENTICATED, _DENIED) or _OLD_AUTH in str(exc):
+            if _stale_token(exc) or _who_we_are(exc):
                 raise StoreAccessDenied(f"etcd refused {path} to {self._who()}: {exc}") from None
             raise
 
