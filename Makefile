@@ -114,13 +114,15 @@ lint: venv
 demo: setup torch
 	$(PY) -m mininet_scenarios.demo $(ARGS)
 
-## OpenFlow over TLS (docs/operator.md): a local CA, the controller's and the switches' keys
-## and certificates in pki/ (kept if there; Python's standard library and openssl only).
+## OpenFlow and etcd over TLS (docs/operator.md): a local CA, the controller's, the
+## switches' and etcd's keys and certificates in pki/ (kept if there; Python's standard
+## library and openssl only).
 pki: apt
 	/usr/bin/python3 -m mininet_scenarios.harness.pki pki
 
 ## Three Loom instances on a three-member etcd (loopback) share a k=4 fat-tree; one dies
-## under traffic, then etcd members do (~2 min).
+## under traffic, then etcd members do (~2 min); etcd over TLS with users (pki/), or
+## ARGS=--plain-etcd.
 .PHONY: cluster-demo
 cluster-demo: setup torch
 	flock /tmp/loom-emulation.lock $(PY) -m mininet_scenarios.demo.cluster $(ARGS)

@@ -123,13 +123,14 @@ class FabricApp(BaseApp):  # type: ignore[misc]
 
     def _join_cluster(self) -> Any:
         """LOOM_CLUSTER set: one instance of a cluster on etcd (``controller.ofp.cluster``)."""
-        if not self.settings.cluster:
+        s = self.settings
+        if not s.cluster:
             return None
         from controller.ofp.cluster import ClusterGlue, listening, member_id
 
         of_port, api = listening()
         glue = ClusterGlue(
-            self, self.settings.cluster, member_id(), self.settings.cluster_address, of_port, api
+            self, s.cluster, member_id(), s.cluster_address, of_port, api, access=s.etcd
         )
         self.logger.info("cluster member %s on %s", glue.node.me, self.settings.cluster)
         self.metrics.collector.cluster = glue.figures

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from controller.cluster.etcd import parse_url
+from controller.cluster.etcd import URL_FORM, EtcdAccess, parse_url
 from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
 from controller.qos import job_levels
@@ -76,12 +76,76 @@ def _port(raw: str) -> int:
     return value
 
 
-CLUSTER_FORM = "etcd://HOST:PORT[,HOST:PORT...][/PREFIX]"
+CLUSTER_FORM = URL_FORM
+TLS_VARIABLES = ("LOOM_ETCD_CA", "LOOM_ETCD_CERT", "LOOM_ETCD_KEY")
+AUTH_VARIABLES = ("LOOM_ETCD_USER", "LOOM_ETCD_PASSWORD_FILE")
 
 
 def _cluster(raw: str) -> str:
     parse_url(raw)
     return raw
+
+
+def _readable(env: Mapping[str, str], name: str, what: str) -> str | None:
+    path = env.get(name) or None
+    if path is not None:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            raise SettingsError(f"{name}={path!r}: expected {what} ({exc.strerror})") from None
+    return path
+
+
+def _pair(env: Mapping[str, str], first: str, second: str, what: str) -> None:
+    for name, other in ((first, second), (second, first)):
+        if env.get(name) and not env.get(other):
+            raise SettingsError(f"{other} is unset: expected {what}, with {name}")
+
+
+def _password(path: str) -> str:
+    with open(path, encoding="utf-8") as file:
+        password = file.read().rstrip("\r\n")
+    if not password:
+        raise SettingsError(f"LOOM_ETCD_PASSWORD_FILE={path!r}: expected a password, found none")
+    return password
+
+
+def _etcd_access(env: Mapping[str, str], cluster: str | None) -> EtcdAccess:
+    """TLS and user settings for etcd: only with a cluster, TLS only with ``etcds://``,
+    and every file read now, so a bad one stops the start with its variable named."""
+    given = [name for name in (*TLS_VARIABLES, *AUTH_VARIABLES) if env.get(name)]
+    if not given:
+        return EtcdAccess()
+    if cluster is None or not cluster.startswith("etcds://"):
+        raise SettingsError(
+            f"{given[0]} is set: expected with LOOM_CLUSTER=etcds://... (etcd over TLS), "
+            f"not LOOM_CLUSTER={cluster!r}"
+        )
+    _pair(env, "LOOM_ETCD_CERT", "LOOM_ETCD_KEY", "the client certificate and its key")
+    _pair(env, "LOOM_ETCD_USER", "LOOM_ETCD_PASSWORD_FILE", "the etcd user and its password")
+    ca = _readable(env, "LOOM_ETCD_CA", "a readable file of PEM CA certificates")
+    cert = _readable(env, "LOOM_ETCD_CERT", "a readable PEM client certificate")
+    key = _readable(env, "LOOM_ETCD_KEY", "a readable PEM private key, not encrypted")
+    secret = _readable(env, "LOOM_ETCD_PASSWORD_FILE", "a readable file holding the password")
+    access = EtcdAccess(ca, cert, key, env.get("LOOM_ETCD_USER") or None)
+    if secret is not None:
+        try:
+            access = EtcdAccess(ca, cert, key, access.user, _password(secret))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"LOOM_ETCD_PASSWORD_FILE={secret!r}: unreadable ({exc})") from None
+    try:  # ssl.SSLError is an OSError
+        EtcdAccess(ca).context()
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"LOOM_ETCD_CA={ca!r}: expected PEM CA certificates ({exc})") from None
+    try:
+        access.context()
+    except (OSError, ValueError) as exc:
+        raise SettingsError(
+            f"LOOM_ETCD_CERT={cert!r}, LOOM_ETCD_KEY={key!r}: expected a PEM certificate and "
+            f"its private key, not encrypted ({exc})"
+        ) from None
+    return access
 
 
 @dataclass(frozen=True)
@@ -92,6 +156,7 @@ class Settings:
     api_token: str | None = None
     cluster: str | None = None  # an etcd:// URL; None: one process, as always
     cluster_address: str = "127.0.0.1"
+    etcd: EtcdAccess = field(default_factory=EtcdAccess)  # how to reach a secured etcd (etcds://)
 
     @staticmethod
     def from_env(
@@ -101,6 +166,7 @@ class Settings:
         when given, over Loom's defaults."""
         d, t = FabricConfig(), TeConfig()
         cluster = _get(env, "LOOM_CLUSTER", _cluster, None, CLUSTER_FORM)
+        etcd = _etcd_access(env, cluster)
         if base is not None:
             t = TeConfig(
                 enabled=base.te, elephant_share=base.elephant_share, path_policy=base.path_policy
@@ -150,4 +216,5 @@ class Settings:
             api_token=env.get("LOOM_API_TOKEN") or None,
             cluster=cluster,
             cluster_address=env.get("LOOM_CLUSTER_ADDRESS") or "127.0.0.1",
+            etcd=etcd,
         )

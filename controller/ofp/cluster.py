@@ -16,7 +16,13 @@ import socket
 import time
 from typing import Any
 
-from controller.cluster.etcd import EtcdClient, StoreUnavailable, parse_url
+from controller.cluster.etcd import (
+    EtcdAccess,
+    EtcdClient,
+    StoreAccessDenied,
+    StoreUnavailable,
+    parse_url,
+)
 from controller.cluster.metrics import ClusterFigures
 from controller.cluster.node import POLL, ClusterNode
 from controller.cluster.roles import Phase, Roles
@@ -29,12 +35,21 @@ START_TRIES = 50  # reads of the store at start before giving up (0.2 s apart)
 
 
 class ClusterGlue:
-    def __init__(self, app: Any, url: str, me: str, address: str, of_port: int, api: str) -> None:
+    def __init__(
+        self,
+        app: Any,
+        url: str,
+        me: str,
+        address: str,
+        of_port: int,
+        api: str,
+        access: EtcdAccess | None = None,
+    ) -> None:
         endpoints, prefix = parse_url(url)
         self.app = app
         self.roles: Roles = app.roles
         self.roles.clustered = True
-        self.client = EtcdClient(endpoints)
+        self.client = EtcdClient(endpoints, access=access)
         self.shared = SharedState(self.client, prefix, app.fabric, app.send, app.policy)
         self.node = ClusterNode(
             self.client,
@@ -59,6 +74,8 @@ class ClusterGlue:
                 self.shared.share_token(token)
                 self.shared.offer_policy()
                 return
+            except StoreAccessDenied as exc:  # waiting will not change who we are
+                raise SystemExit(f"LOOM_CLUSTER: {exc}") from None
             except StoreUnavailable as exc:
                 if attempt == START_TRIES - 1:
                     raise SystemExit(f"LOOM_CLUSTER: {exc}") from None

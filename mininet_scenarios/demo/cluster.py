@@ -10,6 +10,10 @@ and one of them dies under traffic.
 5. one etcd member dies: nothing changes; a second: the stream still flows and changes are
    refused with a clear error until the quorum returns.
 
+etcd runs over TLS, every client and member showing a certificate of the lab's CA (``make
+pki``, in ``--pki``), with authentication on and Loom as the etcd user ``loom``;
+``--plain-etcd``: plain HTTP and no users instead.
+
 Exits non-zero if a check fails; everything it started is stopped and removed.
 """
 
@@ -25,7 +29,7 @@ from typing import Any
 
 from mininet_scenarios.harness.client import LoomApiError
 from mininet_scenarios.harness.cluster import LoomCluster
-from mininet_scenarios.harness.pki import ensure
+from mininet_scenarios.harness.pki import ETCD, ensure
 from mininet_scenarios.workloads.cluster_kill import kill_once
 from mininet_scenarios.workloads.collectives.runner import job_request
 from mininet_scenarios.workloads.streams import Stream
@@ -55,10 +59,20 @@ def show_shares(cluster: LoomCluster) -> dict[str, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     checks = Checks()
     run_dir: Path = args.out
-    tls = ensure(Path("pki")) if args.tls else None  # make pki: kept if already there
+    secure = not args.plain_etcd
+    names = (("controller", "switch") if args.tls else ()) + (ETCD if secure else ())
+    pki = ensure(args.pki, names) if names else None  # make pki: kept if already there
     with LoomCluster(
-        fat_tree(4), run_dir / "run", shape=False, etcd_base_port=args.etcd_port, tls=tls
+        fat_tree(4),
+        run_dir / "run",
+        shape=False,
+        etcd_base_port=args.etcd_port,
+        tls=pki if args.tls else None,
+        etcd_pki=pki if secure else None,
+        etcd_auth=secure,
     ) as c:
+        how = "TLS both ways, as etcd user loom" if secure else "plain HTTP, no users"
+        print(f"etcd: {c.etcd.url}, {how}", flush=True)
         step(1, "three instances share the fabric")
         shares = show_shares(c)
         spread = max(shares.values()) - min(shares.values())
@@ -166,7 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=Path("results/cluster-demo"))
     ap.add_argument("--etcd-port", type=int, default=21379)
-    ap.add_argument("--tls", action="store_true", help="OpenFlow over TLS (certificates in pki/)")
+    ap.add_argument("--tls", action="store_true", help="OpenFlow over TLS (certificates in --pki)")
+    ap.add_argument("--plain-etcd", action="store_true", help="etcd over plain HTTP with no users")
+    ap.add_argument("--pki", type=Path, default=Path("pki"), help="certificates (default: pki/)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     return 1 if run(args)["failed"] else 0

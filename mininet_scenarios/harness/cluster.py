@@ -5,6 +5,8 @@
 OpenFlow, API and metrics ports, named ``loom-1``...), builds the fabric with every switch
 connected to every instance, and waits until each instance has discovered the whole
 fabric and every switch has a master. ``kill(i)`` is a SIGKILL, as a crash would be.
+``etcd_pki`` puts etcd on TLS with that CA's certificates, and ``etcd_auth`` on users too
+(see ``EtcdCluster``); the instances get the settings that reach it so.
 """
 
 from __future__ import annotations
@@ -38,14 +40,19 @@ class Instance:
     """One Loom process of the cluster, and how to reach it."""
 
     def __init__(
-        self, index: int, url: str, run_dir: Path, env: Mapping[str, str], tls: Pki | None = None
+        self,
+        index: int,
+        etcd: Mapping[str, str],
+        run_dir: Path,
+        env: Mapping[str, str],
+        tls: Pki | None = None,
     ) -> None:
         self.index = index
         self.name = f"loom-{index}"
         self.ofp_port, self.api_port, self.metrics_port = free_port(), free_port(), free_port()
         self.env = {
             **env,
-            "LOOM_CLUSTER": url,
+            **etcd,  # LOOM_CLUSTER, and LOOM_ETCD_* for a secured etcd
             "LOOM_CLUSTER_ID": self.name,
             "LOOM_METRICS_PORT": str(self.metrics_port),
         }
@@ -87,11 +94,18 @@ class LoomCluster:
         etcd_base_port: int = 21379,
         discovery_timeout: float = 90.0,
         tls: Pki | None = None,
+        etcd_pki: Pki | None = None,
+        etcd_auth: bool = False,
     ) -> None:
         self.graph = graph
         self.tls = tls  # OpenFlow over TLS (see LoomStack)
         self.run_dir = Path(run_dir)
-        self.etcd = EtcdCluster(base_port=etcd_base_port, data_dir=self.run_dir / "etcd")
+        self.etcd = EtcdCluster(
+            base_port=etcd_base_port,
+            data_dir=self.run_dir / "etcd",
+            pki=etcd_pki,
+            auth=etcd_auth,
+        )
         self.env = dict(env or {})
         self.n_instances = instances
         self.shape = shape
@@ -109,7 +123,7 @@ class LoomCluster:
         try:
             self._stack.enter_context(self.etcd)
             for i in range(1, self.n_instances + 1):
-                inst = Instance(i, self.etcd.url, self.run_dir, self.env, self.tls)
+                inst = Instance(i, self.etcd.loom_env(), self.run_dir, self.env, self.tls)
                 self._stack.callback(inst.process.stop)
                 inst.start()
                 self.instances.append(inst)

@@ -10,15 +10,25 @@ Member ``i`` (1-based) listens for clients on ``base_port + (i - 1) * 1000`` and
 peers on the port after it, so several clusters (a demo on the defaults and the tests on
 their own ports) can run side by side. A port already taken fails the start, naming the
 port, rather than let a member join someone else's cluster.
+
+``pki`` (the lab's CA, ``make pki``) puts clients and peers on TLS, each side showing a
+certificate of the CA (``--client-cert-auth``, ``--peer-client-cert-auth``); ``auth`` then
+makes users once the cluster has formed, with etcdctl (Debian's etcd-client): ``root``, and
+``loom``, whose role may read and write Loom's prefix only, and turns authentication on.
+Their passwords are random, in files of the data directory readable by us alone, and reach
+etcdctl on its standard input, never on a command line. :meth:`EtcdCluster.access` and
+:meth:`EtcdCluster.loom_env` say how a client (a Loom instance) gets in.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -26,11 +36,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from controller.cluster.etcd import EtcdClient, StoreUnavailable
+from controller.cluster.etcd import EtcdAccess, EtcdClient, StoreUnavailable
+from mininet_scenarios.harness.pki import Pki
 from mininet_scenarios.harness.processes import ChildProcess, ProcessError, listening_on, tail
 
 MISSING = "etcd not found: install Debian's etcd-server (make setup does)"
+MISSING_CTL = "etcdctl not found: install Debian's etcd-client (make setup does)"
 READY_KEY = "/loom-harness/ready"  # outside Loom's prefix, and deleted once read back
+PREFIX = "/loom/"  # Loom's keys: all the loom user may touch
+USER = "loom"
 
 
 class EtcdError(ProcessError):
@@ -57,6 +71,9 @@ class EtcdCluster:
     heartbeat_ms: int = 100
     election_ms: int = 500
     data_dir: Path | None = None  # None: a fresh temporary directory, removed on stop
+    pki: Pki | None = None  # TLS for clients and peers, certificates of this CA both ways
+    auth: bool = False  # users and authentication (needs pki: passwords never in the clear)
+    token_ttl: int = 300  # seconds an unused auth token lives (etcd's default)
     _children: dict[int, ChildProcess] = field(default_factory=dict, init=False, repr=False)
     _dir: Path | None = field(default=None, init=False, repr=False)
     _temporary: bool = field(default=False, init=False, repr=False)
@@ -73,10 +90,41 @@ class EtcdCluster:
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{self.client_port(i)}" for i in self._numbers())
-        return f"etcd://{hosts}/loom"
+        return f"{'etcds' if self.pki else 'etcd'}://{hosts}{PREFIX.rstrip('/')}"
+
+    @property
+    def _scheme(self) -> str:
+        return "https" if self.pki else "http"
 
     def endpoints(self) -> list[str]:
-        return [f"http://127.0.0.1:{self.client_port(i)}" for i in self._numbers()]
+        return [f"{self._scheme}://127.0.0.1:{self.client_port(i)}" for i in self._numbers()]
+
+    def password_file(self, user: str = USER) -> Path:
+        assert self._dir is not None, "the cluster is not started"
+        return self._dir / f"{user}.password"
+
+    def access(self, user: str | None = USER) -> EtcdAccess:
+        """How a client gets in: the client certificate with TLS, and ``user`` (its
+        password read from its file) with auth; ``user=None``: the certificate alone."""
+        if self.pki is None:
+            return EtcdAccess()
+        cert, key = str(self.pki.cert("etcd-client")), str(self.pki.key("etcd-client"))
+        if not self.auth or user is None:
+            return EtcdAccess(str(self.pki.ca_cert), cert, key)
+        password = self.password_file(user).read_text().strip()
+        return EtcdAccess(str(self.pki.ca_cert), cert, key, user, password)
+
+    def loom_env(self) -> dict[str, str]:
+        """The ``LOOM_*`` settings of an instance on this cluster (docs/settings.md)."""
+        env = {"LOOM_CLUSTER": self.url}
+        if self.pki is not None:
+            env["LOOM_ETCD_CA"] = str(self.pki.ca_cert)
+            env["LOOM_ETCD_CERT"] = str(self.pki.cert("etcd-client"))
+            env["LOOM_ETCD_KEY"] = str(self.pki.key("etcd-client"))
+        if self.auth:
+            env["LOOM_ETCD_USER"] = USER
+            env["LOOM_ETCD_PASSWORD_FILE"] = str(self.password_file())
+        return env
 
     def _numbers(self) -> range:
         return range(1, self.members + 1)
@@ -87,9 +135,11 @@ class EtcdCluster:
 
     def _argv(self, binary: str, i: int, state: str) -> list[str]:
         assert self._dir is not None
-        client = f"http://127.0.0.1:{self.client_port(i)}"
-        peer = f"http://127.0.0.1:{self.peer_port(i)}"
-        cluster = ",".join(f"m{j}=http://127.0.0.1:{self.peer_port(j)}" for j in self._numbers())
+        client = f"{self._scheme}://127.0.0.1:{self.client_port(i)}"
+        peer = f"{self._scheme}://127.0.0.1:{self.peer_port(i)}"
+        cluster = ",".join(
+            f"m{j}={self._scheme}://127.0.0.1:{self.peer_port(j)}" for j in self._numbers()
+        )
         return [
             binary,
             f"--name=m{i}",
@@ -105,6 +155,24 @@ class EtcdCluster:
             f"--election-timeout={self.election_ms}",
             "--logger=zap",
             "--log-level=warn",
+            *self._tls_flags(),
+        ]
+
+    def _tls_flags(self) -> list[str]:
+        if self.pki is None:
+            return []
+        pki, ca = self.pki, str(self.pki.ca_cert)
+        ttl = [f"--auth-token-ttl={self.token_ttl}"] if self.auth else []
+        return [
+            *ttl,
+            f"--cert-file={pki.cert('etcd-server')}",
+            f"--key-file={pki.key('etcd-server')}",
+            f"--trusted-ca-file={ca}",
+            "--client-cert-auth",
+            f"--peer-cert-file={pki.cert('etcd-peer')}",
+            f"--peer-key-file={pki.key('etcd-peer')}",
+            f"--peer-trusted-ca-file={ca}",
+            "--peer-client-cert-auth",
         ]
 
     def _check_ports(self, i: int) -> None:
@@ -136,6 +204,8 @@ class EtcdCluster:
             raise EtcdError(f"etcd cluster on port {self.base_port} is already started")
         if shutil.which("etcd") is None:
             raise EtcdError(MISSING)
+        if self.auth and (self.pki is None or shutil.which("etcdctl") is None):
+            raise EtcdError("auth needs pki (TLS)" if self.pki is None else MISSING_CTL)
         for i in self._numbers():
             self._check_ports(i)
         deadline = time.monotonic() + timeout
@@ -149,14 +219,17 @@ class EtcdCluster:
             for i in self._numbers():
                 self._spawn(i, "new", deadline - time.monotonic())
             self._wait_formed(deadline, timeout)
+            if self.auth:
+                self._enable_auth(max(deadline - time.monotonic(), 5.0))
         except BaseException:
             self.stop()
             raise
         return self
 
     def _wait_formed(self, deadline: float, timeout: float) -> None:
-        first = EtcdClient(self.endpoints()[:1], timeout=1.0)
-        pending = [EtcdClient([endpoint], timeout=1.0) for endpoint in self.endpoints()]
+        access = self.access(user=None)  # users come after
+        first = EtcdClient(self.endpoints()[:1], timeout=1.0, access=access)
+        pending = [EtcdClient([e], timeout=1.0, access=access) for e in self.endpoints()]
         written = False
         while time.monotonic() < deadline:
             for child in self._children.values():
@@ -172,6 +245,45 @@ class EtcdCluster:
             time.sleep(0.05)
         logs = "\n".join(f"--- {self._log(i)}:\n{tail(self._log(i), 10)}" for i in self._numbers())
         raise EtcdError(f"etcd cluster did not form within {timeout:g} s\n{logs}")
+
+    def _enable_auth(self, timeout: float) -> None:
+        """root and loom with random passwords, loom's role on ``PREFIX``, then auth on."""
+        for user in ("root", USER):
+            path = self.password_file(user)
+            path.touch(mode=0o600)
+            path.write_text(secrets.token_urlsafe(18) + "\n")
+        steps: list[tuple[list[str], Path | None]] = [
+            (["user", "add", "root"], self.password_file("root")),
+            (["user", "grant-role", "root", "root"], None),
+            (["role", "add", USER], None),
+            (["role", "grant-permission", USER, "readwrite", PREFIX, "--prefix=true"], None),
+            (["user", "add", USER], self.password_file()),
+            (["user", "grant-role", USER, USER], None),
+            (["auth", "enable"], None),
+        ]
+        for args, secret in steps:
+            self._etcdctl(args, secret, timeout)
+
+    def _etcdctl(self, args: list[str], secret: Path | None, timeout: float) -> None:
+        assert self.pki is not None
+        binary = shutil.which("etcdctl") or "etcdctl"
+        pki = self.pki
+        argv = [
+            binary,
+            f"--endpoints={self.endpoints()[0]}",
+            f"--cacert={pki.ca_cert}",
+            f"--cert={pki.cert('etcd-client')}",
+            f"--key={pki.key('etcd-client')}",
+            *args,
+        ]
+        # etcdctl asks twice (the password, then to confirm it) and reads both from stdin.
+        typed = secret.read_text() * 2 if secret is not None else ""
+        done = subprocess.run(
+            argv, input=typed, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if done.returncode != 0:
+            words = " ".join(args[:2])
+            raise EtcdError(f"etcdctl {words} failed: {done.stderr.strip()[-400:]}")
 
     def stop(self) -> None:
         """Stop the members this cluster started and remove its temporary directory."""

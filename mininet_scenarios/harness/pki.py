@@ -1,9 +1,12 @@
-"""A local certificate authority for OpenFlow over TLS (``make pki``).
+"""A local certificate authority for OpenFlow and etcd over TLS (``make pki``).
 
 ``python -m mininet_scenarios.harness.pki [DIR]`` makes, with the ``openssl`` command, a CA
-and two certificates it signs: one for the controller and one for the switches (Open
+and the certificates it signs: one for the controller and one for the switches (Open
 vSwitch takes one key and certificate for all its bridges). Both sides check the other's
 certificate against the CA, so a switch without a certificate of this CA cannot connect.
+etcd's members get one for clients (``etcd-server``) and one for each other
+(``etcd-peer``), both for 127.0.0.1 and localhost, and Loom one to show etcd
+(``etcd-client``).
 
 Idempotent: files already there are kept (delete the directory to start over). Keys are
 readable by their owner only. Meant for the lab and the demo; a production fabric's
@@ -35,6 +38,8 @@ LEAF_EXTENSIONS = (
     "keyUsage=critical,digitalSignature,keyEncipherment\n"
     "extendedKeyUsage=serverAuth,clientAuth\n"
 )
+LOOPBACK = "subjectAltName=DNS:localhost,IP:127.0.0.1\n"  # where the lab's etcd listens
+ETCD = ("etcd-server", "etcd-peer", "etcd-client")  # its members', and Loom's as its client
 
 
 @dataclass(frozen=True)
@@ -78,18 +83,27 @@ def make_ca(pki: Pki, subject: str = "Loom lab CA") -> None:
     pki.ca_cert.chmod(0o644)
 
 
-def issue(pki: Pki, name: str, subject: str | None = None) -> None:
-    """``<name>.key`` and ``<name>.pem`` signed by ``pki``'s CA, unless both exist."""
+def _subject(name: str, subject: str | None) -> str:
+    """etcd's gateway refuses a client certificate with a common name once auth is on (it
+    could not pass the name on as the user): etcd's client certificate has none."""
+    if name == "etcd-client":
+        return f"/O={subject or 'Loom'}/OU=loom-{name}"
+    return f"/CN={subject or f'loom-{name}'}"
+
+
+def issue(pki: Pki, name: str, subject: str | None = None, loopback: bool = False) -> None:
+    """``<name>.key`` and ``<name>.pem`` signed by ``pki``'s CA, unless both exist;
+    ``loopback``: valid for 127.0.0.1 and localhost (clients check the name they dial)."""
     if pki.key(name).exists() and pki.cert(name).exists():
         return
     old = os.umask(0o077)
     try:
         with tempfile.TemporaryDirectory(dir=pki.root) as tmp:
             csr, ext = Path(tmp) / "req.csr", Path(tmp) / "ext.cnf"
-            ext.write_text(LEAF_EXTENSIONS)
+            ext.write_text(LEAF_EXTENSIONS + (LOOPBACK if loopback else ""))
             openssl(
                 "req", "-new", *KEY, "-keyout", str(pki.key(name)), "-out", str(csr),
-                "-subj", f"/CN={subject or f'loom-{name}'}",
+                "-subj", _subject(name, subject),
             )  # fmt: skip
             openssl(
                 "x509", "-req", "-in", str(csr), "-CA", str(pki.ca_cert),
@@ -106,15 +120,16 @@ def ensure(root: Path = DEFAULT_DIR, names: tuple[str, ...] = ("controller", "sw
     pki = Pki(root.resolve())
     make_ca(pki)
     for name in names:
-        issue(pki, name)
+        issue(pki, name, loopback=name in ETCD)
     return pki
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="loom-pki", description=__doc__.splitlines()[0])
     ap.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR, help="default: pki/")
-    pki = ensure(ap.parse_args(argv).dir)
-    for path in (pki.ca_cert, pki.cert("controller"), pki.cert("switch")):
+    names = ("controller", "switch", *ETCD)
+    pki = ensure(ap.parse_args(argv).dir, names)
+    for path in (pki.ca_cert, *map(pki.cert, names)):
         print(f"pki: {path}")
     return 0
 

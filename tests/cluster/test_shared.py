@@ -13,37 +13,12 @@ from typing import Any
 
 import pytest
 
-from controller.api import LoomApi
-from controller.cluster.etcd import EtcdClient, parse_url
-from controller.cluster.shared import SharedState
-from controller.model import Messages
-from controller.policy.manager import PolicyManager
 from mininet_scenarios.harness.etcd import EtcdCluster
-from tests.cluster.support import needs_etcd
-from tests.sim import LoomSim
-from topologies import fat_tree
+from tests.cluster.support import TOKEN, Instance, needs_etcd
 
 pytestmark = [pytest.mark.slow, needs_etcd]
 JOB = {"name": "ring", "hosts": ["10.0.0.2", "10.1.0.2", "10.2.0.2", "10.3.0.2"]}
-TOKEN = "s3cret"
 EXAMPLE = Path(__file__).resolve().parents[2] / "controller/policy/example-policy.yaml"
-
-
-class Instance:
-    def __init__(self, url: str, timeout: float = 0.5, policy: str | None = None) -> None:
-        endpoints, prefix = parse_url(url)
-        self.sim = LoomSim(fat_tree(4)).start()
-        self.client = EtcdClient(endpoints, timeout=timeout)
-        self.sent: list[Messages] = []
-        self.policy = PolicyManager(self.sim.core, policy)
-        self.shared = SharedState(self.client, prefix, self.sim.core, self.sent.append, self.policy)
-        self.shared.share_token(TOKEN)
-        self.api = LoomApi(
-            self.sim.core, lambda: self.sim.now, None, self.policy, shared=self.shared
-        )
-
-    def sync(self) -> None:
-        self.shared.apply(self.sim.now, self.client.get_prefix(self.shared.prefix))
 
 
 @pytest.fixture(scope="module")

@@ -71,6 +71,9 @@ def test_the_documented_defaults_are_the_codes() -> None:
     }
     unset = {"LOOM_LINK_CAPACITY_MBPS": f.link_capacity_mbps, "LOOM_API_TOKEN": s.api_token}
     unset["LOOM_CLUSTER"] = s.cluster
+    e = s.etcd
+    unset |= {"LOOM_ETCD_CA": e.ca, "LOOM_ETCD_CERT": e.cert, "LOOM_ETCD_KEY": e.key}
+    unset |= {"LOOM_ETCD_USER": e.user, "LOOM_ETCD_PASSWORD_FILE": e.password or None}
     assert all(value is None and documented[name].startswith("(") for name, value in unset.items())
 
 
