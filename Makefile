@@ -115,7 +115,7 @@ demo: setup torch
 	$(PY) -m mininet_scenarios.demo $(ARGS)
 
 ## OpenFlow and etcd over TLS (docs/operator.md): a local CA, the controller's, the
-## switches' and etcd's keys and certificates in pki/ (kept if there; Python's standard
+## switches', etcd's and the REST API's keys and certificates in pki/ (kept if there; Python's standard
 ## library and openssl only).
 pki: apt
 	/usr/bin/python3 -m mininet_scenarios.harness.pki pki

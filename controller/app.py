@@ -114,7 +114,8 @@ class FabricApp(BaseApp):  # type: ignore[misc]
         self.cluster = self._join_cluster()
         self.audit = AuditTrail(time.time)  # wall time: audit lines are read by people
         self.metrics.collector.audit = self.audit
-        register_rest(kwargs, self, self.settings.api_token)
+        api_tls = self.settings.api_tls
+        register_rest(kwargs, self, self.settings.api_token, api_tls.context() if api_tls else None)
         self._serve_metrics()
         signal.signal(signal.SIGHUP, self._on_sighup)
         self._ticker = hub.spawn(self._tick_loop)

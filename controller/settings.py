@@ -8,6 +8,7 @@ defaults that these variables override.
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
@@ -148,12 +149,63 @@ def _etcd_access(env: Mapping[str, str], cluster: str | None) -> EtcdAccess:
     return access
 
 
+API_TLS_VARIABLES = ("LOOM_API_CERT", "LOOM_API_KEY", "LOOM_API_CA")
+
+
+@dataclass(frozen=True)
+class ApiTls:
+    """The REST API over HTTPS: the server's certificate and key and, with ``ca``, the CA
+    whose certificate every client must present."""
+
+    cert: str
+    key: str
+    ca: str | None = None
+
+    def context(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(self.cert, self.key)
+        if self.ca is not None:
+            ctx.load_verify_locations(self.ca)
+            ctx.verify_mode = ssl.CERT_REQUIRED
+        return ctx
+
+
+def _api_tls(env: Mapping[str, str]) -> ApiTls | None:
+    """HTTPS for the REST API when LOOM_API_CERT and LOOM_API_KEY say so; every file is
+    read now, so a bad one stops the start with its variable named."""
+    _pair(env, "LOOM_API_CERT", "LOOM_API_KEY", "the API's certificate and its key")
+    cert = _readable(env, "LOOM_API_CERT", "a readable PEM server certificate")
+    key = _readable(env, "LOOM_API_KEY", "a readable PEM private key, not encrypted")
+    ca = _readable(env, "LOOM_API_CA", "a readable file of PEM CA certificates")
+    if cert is None or key is None:
+        if ca is not None:
+            raise SettingsError(
+                "LOOM_API_CA is set: expected with LOOM_API_CERT and LOOM_API_KEY (HTTPS)"
+            )
+        return None
+    try:  # ssl.SSLError is an OSError
+        ApiTls(cert, key).context()
+    except (OSError, ValueError) as exc:
+        raise SettingsError(
+            f"LOOM_API_CERT={cert!r}, LOOM_API_KEY={key!r}: expected a PEM certificate and "
+            f"its private key, not encrypted ({exc})"
+        ) from None
+    tls = ApiTls(cert, key, ca)
+    try:
+        tls.context()
+    except (OSError, ValueError) as exc:
+        raise SettingsError(f"LOOM_API_CA={ca!r}: expected PEM CA certificates ({exc})") from None
+    return tls
+
+
 @dataclass(frozen=True)
 class Settings:
     fabric: FabricConfig
     metrics_host: str = "127.0.0.1"
     metrics_port: int = 9108
     api_token: str | None = None
+    api_tls: ApiTls | None = None  # the REST API over HTTPS; None: plain HTTP
     cluster: str | None = None  # an etcd:// URL; None: one process, as always
     cluster_address: str = "127.0.0.1"
     etcd: EtcdAccess = field(default_factory=EtcdAccess)  # how to reach a secured etcd (etcds://)
@@ -214,6 +266,7 @@ class Settings:
             metrics_host=env.get("LOOM_METRICS_HOST") or "127.0.0.1",
             metrics_port=_get(env, "LOOM_METRICS_PORT", _port, 9108, "a TCP port 0-65535"),
             api_token=env.get("LOOM_API_TOKEN") or None,
+            api_tls=_api_tls(env),
             cluster=cluster,
             cluster_address=env.get("LOOM_CLUSTER_ADDRESS") or "127.0.0.1",
             etcd=etcd,

@@ -1,10 +1,12 @@
 """Loom's REST API served as a user meets it, without switches: Ryu's WSGI server with
 ``LoomRestController`` over a ``LoomApi``, on a free loopback port, in a thread of its
 own with its own eventlet hub (nothing is monkey-patched). Needs Ryu: tests that use it
-skip first where it is missing."""
+skip first where it is missing. With ``tls`` the server is the one ``ryu-manager`` starts,
+made HTTPS as the controller makes it (``serve_https``)."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,11 +34,38 @@ class ShimApp:
             self.deliver(messages)
 
 
-def _serve(wsgi: Any, ready: threading.Event, stop: threading.Event, port: list[int]) -> None:
+class Contexts:
+    """What ``start_service`` reads of Ryu's application manager: its contexts."""
+
+    def __init__(self, wsgi: Any) -> None:
+        self.contexts = {"wsgi": wsgi}
+
+
+def _serve(
+    wsgi: Any,
+    ready: threading.Event,
+    stop: threading.Event,
+    port: list[int],
+    tls: ssl.SSLContext | None,
+) -> None:
     import eventlet
     from ryu.lib import hub
 
-    server = hub.WSGIServer(("127.0.0.1", 0), wsgi)
+    if tls is None:
+        server = hub.WSGIServer(("127.0.0.1", 0), wsgi)
+    else:
+        from ryu import cfg
+        from ryu.app import wsgi as framework
+
+        from controller.ofp.rest import serve_https
+
+        cfg.CONF.set_override("wsapi_port", 0)
+        serve_https(tls)
+        try:
+            server = framework.start_service(Contexts(wsgi))
+        finally:
+            framework.start_service = framework.start_service.framework_start
+            cfg.CONF.clear_override("wsapi_port")
     port.append(server.server.getsockname()[1])
     thread = eventlet.spawn(server.serve_forever)
     ready.set()
@@ -47,8 +76,8 @@ def _serve(wsgi: Any, ready: threading.Event, stop: threading.Event, port: list[
 
 
 @contextmanager
-def serving(api: LoomApi, app: ShimApp) -> Iterator[int]:
-    """The API served until the block ends; yields its port."""
+def serving(api: LoomApi, app: ShimApp, tls: ssl.SSLContext | None = None) -> Iterator[int]:
+    """The API served until the block ends (over HTTPS with ``tls``); yields its port."""
     from ryu.app.wsgi import WSGIApplication
 
     from controller.ofp.rest import API_INSTANCE, APP_INSTANCE, LoomRestController
@@ -57,7 +86,7 @@ def serving(api: LoomApi, app: ShimApp) -> Iterator[int]:
     wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})
     ready, stop = threading.Event(), threading.Event()
     port: list[int] = []
-    thread = threading.Thread(target=_serve, args=(wsgi, ready, stop, port), daemon=True)
+    thread = threading.Thread(target=_serve, args=(wsgi, ready, stop, port, tls), daemon=True)
     thread.start()
     assert ready.wait(5), "the WSGI server did not start"
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import ssl
 import threading
 import time
 import urllib.error
@@ -61,10 +62,17 @@ class Order(NamedTuple):
 
 
 class LoomClient:
-    def __init__(self, api: str, token: str | None = None, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        api: str,
+        token: str | None = None,
+        timeout: float = 5.0,
+        context: ssl.SSLContext | None = None,
+    ) -> None:
         self.api = api.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.context = context  # for an https:// API: the CA it is checked against
 
     def call(self, method: str, path: str, body: object = None) -> dict[str, Any]:
         """One request; the answer's JSON object, or a ``LoomError`` saying why not."""
@@ -76,7 +84,9 @@ class LoomClient:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(
+                request, timeout=self.timeout, context=self.context
+            ) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             message, field = _refusal(exc.read())
@@ -152,13 +162,18 @@ def _snippet(raw: bytes, limit: int = 200) -> str:
 def add_api_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api", help=f"Loom's REST API (default: $LOOM_API, else {DEFAULT_API})")
     parser.add_argument("--token-file", help="a file holding the API token (default: $LOOM_TOKEN)")
+    parser.add_argument(
+        "--ca-file",
+        help="PEM CA certificates an https:// API is checked against (default: $LOOM_CA_FILE, "
+        "else the system's)",
+    )
 
 
 def client_from(
     args: argparse.Namespace, environ: Mapping[str, str], parser: argparse.ArgumentParser
 ) -> LoomClient:
-    """The client ``--api``/``--token-file`` (or ``LOOM_API``/``LOOM_TOKEN``) describe;
-    an unreadable token file is a usage error."""
+    """The client ``--api``/``--token-file``/``--ca-file`` (or ``LOOM_API``/``LOOM_TOKEN``/
+    ``LOOM_CA_FILE``) describe; an unreadable token or CA file is a usage error."""
     api = args.api or environ.get("LOOM_API") or DEFAULT_API
     token = environ.get("LOOM_TOKEN") or None
     if args.token_file:
@@ -166,4 +181,13 @@ def client_from(
             token = Path(args.token_file).read_text().strip() or None
         except OSError as exc:
             parser.error(f"--token-file: {exc.strerror or exc}: {args.token_file}")
-    return LoomClient(api, token)
+    ca_file = args.ca_file or environ.get("LOOM_CA_FILE") or None
+    context = None
+    if ca_file is not None:
+        if not api.startswith("https://"):
+            parser.error(f"--ca-file is for an https:// API, not {api}")
+        try:
+            context = ssl.create_default_context(cafile=ca_file)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            parser.error(f"--ca-file: expected PEM CA certificates: {ca_file} ({exc})")
+    return LoomClient(api, token, context=context)

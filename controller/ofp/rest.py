@@ -1,9 +1,13 @@
-"""Ryu WSGI glue for ``controller.api``: one catch-all route, JSON in and out."""
+"""Ryu WSGI glue for ``controller.api``: one catch-all route, JSON in and out; over HTTPS
+when the settings ask (``serve_https``)."""
 
 from __future__ import annotations
 
+import errno
+import importlib
 import json
 import logging
+import ssl
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -78,10 +82,15 @@ def _unanswered(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]
     return []
 
 
-def register_rest(kwargs: dict[str, Any], app: Any, token: str | None) -> None:
-    """Mount the API on Ryu's WSGI server (listening where --wsapi-host/port say)."""
+def register_rest(
+    kwargs: dict[str, Any], app: Any, token: str | None, tls: ssl.SSLContext | None = None
+) -> None:
+    """Mount the API on Ryu's WSGI server (listening where --wsapi-host/port say), over
+    HTTPS with ``tls``."""
     wsgi = kwargs.get("wsgi")
     if wsgi is not None:
+        if tls is not None:
+            serve_https(tls)
         cluster = app.cluster
         api = LoomApi(
             app.fabric,
@@ -93,3 +102,64 @@ def register_rest(kwargs: dict[str, Any], app: Any, token: str | None) -> None:
             audit=app.audit,
         )
         wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})
+
+
+def serve_https(ctx: ssl.SSLContext) -> None:
+    """Make Ryu's WSGI server listen with TLS (``ctx``, server side). Ryu has no option
+    for it: ``ryu-manager`` starts the server with ``start_service`` once the apps are
+    made, and this replaces it by one whose server's listening socket is wrapped
+    (idempotent: the last ``ctx`` is the one used). Each connection's handshake is done
+    in that connection's green thread, so a silent or refused client holds up no other."""
+    module: Any = importlib.import_module(f"{FRAMEWORK}.app.wsgi")
+    start = getattr(module.start_service, "framework_start", module.start_service)
+
+    def start_service(app_mgr: Any) -> Any:
+        server = start(app_mgr)
+        if server is not None:
+            server.server = https_listener(server.server, ctx)
+        return server
+
+    start_service.framework_start = start  # type: ignore[attr-defined]
+    module.start_service = start_service
+
+
+def https_listener(sock: Any, ctx: ssl.SSLContext) -> Any:
+    """A green listening socket, TLS on every connection it accepts (eventlet's own).
+
+    eventlet does each handshake on the connection's first read, in its own green thread;
+    one that fails would print a traceback there. Here it is one warning line instead
+    (none for a peer that hangs up first), and the connection closed as one reset."""
+    from eventlet.green.ssl import GreenSSLSocket
+
+    class Connection(GreenSSLSocket):  # type: ignore[misc]
+        def recv_into(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return super().recv_into(*args, **kwargs)
+            except ssl.SSLError as exc:
+                if not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
+                    log.warning("REST TLS from %s refused: %s", _peer(self), exc)
+                raise ConnectionResetError(errno.ECONNRESET, str(exc)) from None
+
+    return Listener(GreenSSLSocket(sock, server_side=True, _context=ctx), Connection)
+
+
+class Listener:
+    """A listening socket whose accepted connections are of class ``connection`` (a
+    subclass of theirs adding no slots) and know their ``peer``; all else is the socket's."""
+
+    def __init__(self, sock: Any, connection: type) -> None:
+        self.sock, self.connection = sock, connection
+
+    def accept(self) -> tuple[Any, Any]:
+        conn, addr = self.sock.accept()
+        conn.__class__ = self.connection
+        conn.peer = addr  # for the warning: a refused peer may be gone before it is written
+        return conn, addr
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+def _peer(conn: Any) -> str:
+    host, port = getattr(conn, "peer", ("?", 0))[:2]
+    return f"{host}:{port}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -17,10 +18,17 @@ class LoomApiError(RuntimeError):
 
 
 class LabClient:
-    def __init__(self, base_url: str, token: str | None = None, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None = None,
+        timeout: float = 5.0,
+        context: ssl.SSLContext | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        self.context = context  # for an https:// base_url: the CA (and our certificate)
 
     def request(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
@@ -29,7 +37,7 @@ class LabClient:
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as err:
             payload = err.read()

@@ -40,6 +40,7 @@ LEAF_EXTENSIONS = (
 )
 LOOPBACK = "subjectAltName=DNS:localhost,IP:127.0.0.1\n"  # where the lab's etcd listens
 ETCD = ("etcd-server", "etcd-peer", "etcd-client")  # its members', and Loom's as its client
+API = ("api", "api-client")  # the REST API over HTTPS (LOOM_API_*; dialled on loopback), a caller
 
 
 @dataclass(frozen=True)
@@ -120,14 +121,14 @@ def ensure(root: Path = DEFAULT_DIR, names: tuple[str, ...] = ("controller", "sw
     pki = Pki(root.resolve())
     make_ca(pki)
     for name in names:
-        issue(pki, name, loopback=name in ETCD)
+        issue(pki, name, loopback=name in (*ETCD, API[0]))
     return pki
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="loom-pki", description=__doc__.splitlines()[0])
     ap.add_argument("dir", nargs="?", type=Path, default=DEFAULT_DIR, help="default: pki/")
-    names = ("controller", "switch", *ETCD)
+    names = ("controller", "switch", *ETCD, *API)
     pki = ensure(ap.parse_args(argv).dir, names)
     for path in (pki.ca_cert, *map(pki.cert, names)):
         print(f"pki: {path}")
