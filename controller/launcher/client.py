@@ -167,13 +167,21 @@ def add_api_options(parser: argparse.ArgumentParser) -> None:
         help="PEM CA certificates an https:// API is checked against (default: $LOOM_CA_FILE, "
         "else the system's)",
     )
+    parser.add_argument(
+        "--cert-file",
+        help="PEM client certificate, for an API that asks for one (default: $LOOM_CERT_FILE)",
+    )
+    parser.add_argument(
+        "--key-file", help="its private key (default: $LOOM_KEY_FILE, else in --cert-file)"
+    )
 
 
 def client_from(
     args: argparse.Namespace, environ: Mapping[str, str], parser: argparse.ArgumentParser
 ) -> LoomClient:
-    """The client ``--api``/``--token-file``/``--ca-file`` (or ``LOOM_API``/``LOOM_TOKEN``/
-    ``LOOM_CA_FILE``) describe; an unreadable token or CA file is a usage error."""
+    """The client ``--api``/``--token-file``/``--ca-file``/``--cert-file`` (or ``LOOM_API``/
+    ``LOOM_TOKEN``/``LOOM_CA_FILE``/``LOOM_CERT_FILE``) describe; an unreadable token,
+    CA or certificate file is a usage error."""
     api = args.api or environ.get("LOOM_API") or DEFAULT_API
     token = environ.get("LOOM_TOKEN") or None
     if args.token_file:
@@ -181,13 +189,33 @@ def client_from(
             token = Path(args.token_file).read_text().strip() or None
         except OSError as exc:
             parser.error(f"--token-file: {exc.strerror or exc}: {args.token_file}")
+    return LoomClient(api, token, context=_tls_context(api, args, environ, parser))
+
+
+def _tls_context(
+    api: str, args: argparse.Namespace, environ: Mapping[str, str], parser: argparse.ArgumentParser
+) -> ssl.SSLContext | None:
+    """What ``--ca-file`` and ``--cert-file``/``--key-file`` (or their variables) ask of an
+    https:// API: its CA, and a certificate of ours where the API asks for one."""
     ca_file = args.ca_file or environ.get("LOOM_CA_FILE") or None
-    context = None
-    if ca_file is not None:
-        if not api.startswith("https://"):
-            parser.error(f"--ca-file is for an https:// API, not {api}")
+    cert_file = args.cert_file or environ.get("LOOM_CERT_FILE") or None
+    key_file = args.key_file or environ.get("LOOM_KEY_FILE") or None
+    if ca_file is None and cert_file is None:
+        if key_file is not None:
+            parser.error("--key-file goes with --cert-file")
+        return None
+    option = "--ca-file" if ca_file is not None else "--cert-file"
+    if not api.startswith("https://"):
+        parser.error(f"{option} is for an https:// API, not {api}")
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        parser.error(f"--ca-file: expected PEM CA certificates: {ca_file} ({exc})")
+    if cert_file is not None:
         try:
-            context = ssl.create_default_context(cafile=ca_file)
-        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-            parser.error(f"--ca-file: expected PEM CA certificates: {ca_file} ({exc})")
-    return LoomClient(api, token, context=context)
+            context.load_cert_chain(cert_file, key_file)
+        except (OSError, ValueError) as exc:
+            parser.error(
+                f"--cert-file: expected a PEM certificate and its key: {cert_file} ({exc})"
+            )
+    return context

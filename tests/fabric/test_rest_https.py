@@ -143,3 +143,25 @@ def test_the_launcher_refuses_a_ca_file_it_cannot_use(
             _loom_job(argv, {})
         assert done.value.code == 2
         assert "--ca-file" in capsys.readouterr().err
+
+
+def test_the_launcher_presents_its_certificate_where_the_api_asks_for_one(
+    mutual: int, pki: Pki, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    api, ca = f"https://127.0.0.1:{mutual}", str(pki.ca_cert)
+    cert, key = str(pki.cert(CLIENT)), str(pki.key(CLIENT))
+    with pytest.raises(LoomError):
+        _loom_job(["--api", api, "--ca-file", ca], {}).order(["10.0.0.1"])  # none: refused
+    flags = ["--api", api, "--ca-file", ca, "--cert-file", cert, "--key-file", key]
+    assert _loom_job(flags, {}).order(["10.0.0.1"]).hosts
+    env = {"LOOM_API": api, "LOOM_CA_FILE": ca, "LOOM_CERT_FILE": cert, "LOOM_KEY_FILE": key}
+    assert _loom_job([], env).order(["10.0.0.1"]).hosts
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    for argv, named in (
+        (["--api", api, "--ca-file", ca, "--cert-file", str(tmp_path / "junk.pem")], "--cert"),
+        (["--api", api, "--key-file", key], "--key-file"),
+        (["--api", "http://127.0.0.1:8080", "--cert-file", cert], "--cert-file"),
+    ):
+        with pytest.raises(SystemExit) as done:
+            _loom_job(argv, {})
+        assert done.value.code == 2 and named in capsys.readouterr().err
