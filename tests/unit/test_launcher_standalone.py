@@ -5,9 +5,12 @@ packages can run them from a checkout (``docs/launcher.md``)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,3 +53,35 @@ def test_the_docs_say_how_to_install_it_on_a_gpu_node() -> None:
     doc = (ROOT / "docs/launcher.md").read_text()
     assert "python3 -m controller.launcher.cli" in doc
     assert "python3 -m controller.launcher.jobcli" in doc
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_on_a_node_with_python_alone(tmp_path: Path) -> None:
+    """Loom's wheel, built from the tracked files, installs into a bare venv from no
+    index (it requires nothing), and ``loom-run`` and ``loom-job`` answer there with no
+    Ryu in reach."""
+    src, wheels, node = tmp_path / "src", tmp_path / "wheels", tmp_path / "node"
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, tracked.split("\0")):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    build = ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src)]
+    subprocess.run([*pip, *build], check=True, capture_output=True, timeout=300)
+    (wheel,) = wheels.glob("loom-*.whl")
+    subprocess.run(
+        ["/usr/bin/python3", "-m", "venv", "--without-pip", str(node)], check=True, timeout=60
+    )
+    install = ["--python", str(node / "bin/python"), "install", "--no-index", str(wheel)]
+    run = subprocess.run([*pip, *install], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    for command in ("loom-run", "loom-job"):
+        answer = subprocess.run(
+            [str(node / "bin" / command), "--help"], capture_output=True, text=True, timeout=60
+        )
+        assert answer.returncode == 0 and "usage" in answer.stdout, answer.stderr
+    ryu = subprocess.run([str(node / "bin/python"), "-c", "import ryu"], capture_output=True)
+    assert ryu.returncode != 0
