@@ -54,6 +54,10 @@ class SharedState:
         self.policy = policy
         self.revision = 0  # the store revision whose state is applied here
         self.jobs: dict[str, int] = {}  # job name -> revision of its key, applied here
+        # Jobs this instance is writing to the store: a sync that runs while the write
+        # waits on etcd leaves them alone (it would apply the job before its own handler
+        # does, which then finds the name taken).
+        self._writing: set[str] = set()
         self.leases: dict[str, float] = {}  # job name -> its lease's TTL, seconds
         self._lease_ids: dict[str, int] = {}
         self.policy_revision = 0
@@ -80,18 +84,22 @@ class SharedState:
     # -- changes made here -----------------------------------------------------------
     def publish_job(self, name: str, body: bytes, lease: float | None = None) -> int:
         """Store a job before applying it; a name taken in the store is a conflict."""
-        lease_id = self.client.lease_grant(math.ceil(lease)) if lease is not None else 0
-        revision = self.client.create(self.prefix + JOBS + name, body, lease_id)
-        if revision is None:
-            if lease_id:
-                self.client.lease_revoke(lease_id)
-            raise JobError("name", f"a job named {name!r} already exists", conflict=True)
-        if lease is not None:
-            record = json.dumps({"id": lease_id, "seconds": lease}).encode()
-            self.client.put(self.prefix + LEASES + name, record, lease_id)
-            self.leases[name], self._lease_ids[name] = lease, lease_id
-        self.jobs[name] = revision
-        return revision
+        self._writing.add(name)
+        try:
+            lease_id = self.client.lease_grant(math.ceil(lease)) if lease is not None else 0
+            revision = self.client.create(self.prefix + JOBS + name, body, lease_id)
+            if revision is None:
+                if lease_id:
+                    self.client.lease_revoke(lease_id)
+                raise JobError("name", f"a job named {name!r} already exists", conflict=True)
+            self.jobs[name] = revision
+            if lease is not None:
+                record = json.dumps({"id": lease_id, "seconds": lease}).encode()
+                self.client.put(self.prefix + LEASES + name, record, lease_id)
+                self.leases[name], self._lease_ids[name] = lease, lease_id
+            return revision
+        finally:
+            self._writing.discard(name)
 
     def renew_job(self, name: str) -> float:
         """Keep a leased job alive another lease (any instance may be asked)."""
@@ -101,12 +109,16 @@ class SharedState:
         return self.leases[name]
 
     def withdraw_job(self, name: str) -> None:
-        lease_id = self._lease_ids.pop(name, None)
-        if lease_id is not None:
-            self.client.lease_revoke(lease_id)  # the job's key and its lease record with it
-            self.leases.pop(name, None)
-        self.client.delete(self.prefix + JOBS + name)
-        self.jobs.pop(name, None)
+        self._writing.add(name)
+        try:
+            lease_id = self._lease_ids.pop(name, None)
+            if lease_id is not None:
+                self.client.lease_revoke(lease_id)  # the job's key and its lease record too
+                self.leases.pop(name, None)
+            self.client.delete(self.prefix + JOBS + name)
+            self.jobs.pop(name, None)
+        finally:
+            self._writing.discard(name)
 
     def offer_policy(self) -> None:
         """At start: this instance's policy becomes the cluster's if it has none yet."""
@@ -141,10 +153,10 @@ class SharedState:
             elif name == TOKEN:
                 self.token_digest = kv.value.decode(errors="replace")
         for name, kv in sorted(stored.items()):
-            if self.jobs.get(name) != kv.mod_revision:
+            if name not in self._writing and self.jobs.get(name) != kv.mod_revision:
                 self._adopt_job(now, name, kv.value, kv.mod_revision)
         for name, revision in sorted(self.jobs.items()):
-            if name not in stored and revision <= snapshot.revision:
+            if name not in stored and revision <= snapshot.revision and name not in self._writing:
                 del self.jobs[name]
                 self.leases.pop(name, None)
                 self._lease_ids.pop(name, None)
