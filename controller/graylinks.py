@@ -8,18 +8,24 @@ crossing it have room on every other link of their way (their host's link as it 
 each fabric link, the receiver's link: what the link leaves after everything else it
 carries), and every other link of their way was seen carrying more lately (a flow's rate
 is the same on every link of its way: only a link the others are known to outrun can be
-blamed). A direction that stays so for ``suspect_after`` seconds is *suspected*: its
-belief drops to the level it holds, so placement moves its elephants off it and puts no
-new one on it. (TCP holds healthy links flat below their kind for a moment often enough:
-behind a queue on the way back, or while flows settle; the wait keeps those out.)
+blamed) or shows no queue where it shows one (LLDP frames, which wait in the same queue as
+the flows, take longer to cross it). A direction that stays so for ``suspect_after``
+seconds (``queued_after`` where its queue alone names it) is *suspected*: its belief
+drops to the level it holds, so placement moves its elephants off it and puts no new one
+on it. (TCP holds healthy links flat below their
+kind for a moment often enough: behind a queue on the way back, or while flows settle;
+the wait keeps those out.)
 
 The move is the test. Once no pinned elephant has crossed it for ``judge_after``
 seconds, the flows that were on it are compared with their rates when it was suspected:
 sped up (``gain``), the link is *degraded* (logged as a warning, counted, alerted on) and
 stays avoided for ``retry_after`` seconds, after which it is believed again and found
-again if it is still slow; not sped up by ``clear_after`` seconds, they were slow by their
-own doing (a paced stream) and the link is *cleared*, not suspected again for
-``quiet_after`` seconds.
+again if it is still slow; as fast as before (``kept_up``) but no faster by
+``clear_after`` seconds, they were slow by their own doing (a paced stream) and the link
+is *cleared*, not suspected again for ``quiet_after`` seconds; slower, the test proved
+nothing (they are ending, or met something new) and the link is believed again, as it is
+where a queue stood at it alone (it held them then, whatever holds them now: their ACKs
+may still cross the slow cable's other way).
 
 Pure: ``Readings`` feeds it each switch's readings with ``now``.
 """
@@ -48,8 +54,13 @@ class GrayConfig:
     tcp_share: float = 0.6  # and flows Loom pinned carry this share of what it holds
     counts: float = 0.1  # a flow under this share of it holds nothing (mice, ACK streams)
     witness_within: float = 10.0  # s a flow that held a direction low counts as a witness
+    queue: float = 0.05  # s more an LLDP frame takes to cross it than another of the way ...
+    queue_ratio: float = 2.0  # ... and this many times as long: the queue that holds them
+    transit_within: float = 3.0  # s an LLDP frame's transit counts
     suspect_after: float = 2.0  # s all of that must last
+    queued_after: float = 1.0  # ... where LLDP frames wait at it alone of its flows' way
     gain: float = 1.25  # flows that sped up this much (median) once moved confirm it
+    kept_up: float = 0.8  # ... kept at least this share of their rate: slow by themselves
     gain_for: float = 1.0  # s the gain must last (a flow's rate from one reading is noisy)
     judge_after: float = 2.0  # s with none of them on it before judging
     clear_after: float = 5.0  # ... and before clearing (TCP regains its rate slowly)
@@ -97,6 +108,7 @@ class Marked:
     left: float | None = None  # since when none of its flows crosses it
     kept: frozenset[PortRef] = frozenset()  # links its moved flows must still cross
     gained: float | None = None  # since when its moved flows are faster
+    queued: bool = False  # LLDP frames waited at it alone of its flows' way
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,8 @@ class Readout:
     shown: Callable[[PortRef, float], bool]  # seen carrying that many bits/s lately
     kind_level: Callable[[PortRef], float | None]  # where links of its kind are held
     peer: Callable[[PortRef], PortRef | None]  # a fabric link's far end (its reverse)
+    # (when heard, seconds) the last LLDP frame took from packet-out to packet-in
+    transit: Callable[[PortRef], tuple[float, float] | None] = lambda ref: None
 
 
 class GrayLinks:
@@ -160,11 +174,14 @@ class GrayLinks:
             self.pending.pop(ref, None)
             return False
         on, kept = found
-        if now - self.pending.setdefault(ref, now) < c.suspect_after:
+        queued = self._queued_alone(now, ref, on, read)
+        if now - self.pending.setdefault(ref, now) < (
+            c.queued_after if queued else c.suspect_after
+        ):
             return False
         del self.pending[ref]
         rates = {x.key: x.rate_bps for x in on}
-        self.marked[ref] = Marked("suspect", now, level, kind, rates, kept=kept)
+        self.marked[ref] = Marked("suspect", now, level, kind, rates, kept=kept, queued=queued)
         log.warning(
             "link %016x:%d held at %.3g Mbit/s where its kind carries %.3g: suspected"
             " degraded, its %d flows moved off to test it",
@@ -183,7 +200,9 @@ class GrayLinks:
         the test must keep (below); ``None`` if not. A flow's rate
         is the same on every link of its way, so only a link the others are known to
         outrun can be the one that holds it. A link is cleared if it was seen carrying
-        more lately, if it was tested and cleared lately, or if the same cable is crossed
+        more lately, if it was tested and cleared lately, if LLDP frames wait at the
+        suspect and not at it (``_queued_here``; where they wait at it and not at the
+        suspect, it holds them, and nothing else counts), or if the same cable is crossed
         the other way by flows that do not cross it and held a direction low lately (two
         independent witnesses share only that cable). Where both witnesses cross another
         cable too, the one farther from the hosts is tested first (a flow can leave it
@@ -202,7 +221,11 @@ class GrayLinks:
         kept: set[PortRef] = set()
         for x in on:
             for o in x.fabric:
+                if o != ref and self._queued_here(now, o, ref, read):
+                    return None  # the queue, and so what holds them, is at ``o``
                 if o == ref or read.shown(o, more) or self._quiet.get(o, -1.0) > now:
+                    continue
+                if self._queued_here(now, ref, o, read):
                     continue
                 if crossed is None:
                     return None  # as likely held by another link of its way
@@ -212,6 +235,27 @@ class GrayLinks:
                     return None
                 kept.add(o)
         return on, frozenset(kept)
+
+    def _queued_alone(self, now: float, ref: PortRef, on: list[Crossing], read: Readout) -> bool:
+        """Whether LLDP frames wait at ``ref`` and at no other fabric link of its flows'
+        way: the queue names the link at once, so the wait for the rest of the evidence is
+        shorter (``queued_after``)."""
+        others = {o for x in on for o in x.fabric if o != ref}
+        return bool(others) and all(self._queued_here(now, ref, o, read) for o in others)
+
+    def _queued_here(self, now: float, ref: PortRef, other: PortRef, read: Readout) -> bool:
+        """Whether LLDP frames wait in a queue at ``ref`` that ``other`` does not have. A
+        flow's rate is the same on every link of its way, but a queue stands only before
+        the link that holds it: the links before and after pass what reaches them at once.
+        Frames sent together take the controller's and the switches' delays alike, so the
+        difference is the queue's (a floor of ``queue`` over that noise)."""
+        c = self.config
+        mine, theirs = read.transit(ref), read.transit(other)
+        if mine is None or theirs is None:
+            return False
+        if now - mine[0] > c.transit_within or now - theirs[0] > c.transit_within:
+            return False
+        return mine[1] - theirs[1] >= c.queue and mine[1] >= c.queue_ratio * theirs[1]
 
     def _witnessed(
         self, now: float, ref: PortRef, crossings: Crossings, read: Readout
@@ -292,6 +336,15 @@ class GrayLinks:
             return None  # not yet faster: a moved flow may still be climbing
         if m.gained is not None and now - m.gained < c.gain_for:
             return None  # faster in one reading: it must last
+        if not faster and (m.queued or statistics.median(gains) < c.kept_up):
+            del self.marked[ref]  # slower elsewhere: ending, or held by something new
+            log.info(  # (or a queue stood at it: it held them, whatever holds them now)
+                "link %016x:%d believed again: its flows were %.2fx as fast once moved%s",
+                *ref,
+                statistics.median(gains),
+                ", but a queue stood at it" if m.queued else "",
+            )
+            return "untested"
         if faster:
             m.state, m.since = "degraded", now
             log.warning(

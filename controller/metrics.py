@@ -46,10 +46,18 @@ METRICS = [
         ("verdict",),
         "Gray-link verdicts: suspected (a link held well below its kind; its flows moved off"
         " to test it), degraded (they sped up once moved), cleared (they did not), retried"
-        " (a degraded link believed again after its hold), untested (its flows ended, or left"
-        " by a way that proves nothing, before they could be compared).",
+        " (a degraded link believed again after its hold), untested (its flows ended, slowed"
+        " down once moved, or left by a way that proves nothing).",
     ),
     MetricDoc("loom_link_load_bits_per_second", "gauge", LINK, "Measured load of a directed link."),
+    MetricDoc(
+        "loom_link_lldp_transit_seconds",
+        "gauge",
+        LINK,
+        "Time the last LLDP frame took from the controller out of a directed link back to it"
+        " from the far switch: it waits in the port's queue with the traffic, so a standing"
+        " queue shows here.",
+    ),
     MetricDoc(
         "loom_link_utilization_ratio", "gauge", LINK, "Load over capacity of a directed link."
     ),
@@ -363,12 +371,13 @@ class FabricCollector(Collector):
 
     def _links(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         v = self.view
-        cap, load, util = (
+        cap, load, util, transit = (
             self._family(n)
             for n in (
                 "loom_link_capacity_bits_per_second",
                 "loom_link_load_bits_per_second",
                 "loom_link_utilization_ratio",
+                "loom_link_lldp_transit_seconds",
             )
         )
         for src, link in sorted(v.links.items()):
@@ -378,7 +387,10 @@ class FabricCollector(Collector):
             cap.add_metric([*labels, belief.source], c)
             load.add_metric(labels, bps)
             util.add_metric(labels, bps / c if c else 0.0)
-        yield from (cap, load, util)
+            seconds = v.lldp_transit(src)
+            if seconds is not None:
+                transit.add_metric(labels, seconds)
+        yield from (cap, load, util, transit)
 
     def _ports(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         fields = (

@@ -41,6 +41,7 @@ class Readings:
             self.capacities.shown,
             lambda ref: self.capacities.kind_level(self.topo.reported_bps(ref)),
             self._peer,
+            self.transit,
         )
 
     def forget_switch(self, dpid: int) -> None:
@@ -74,6 +75,13 @@ class Readings:
     def _peer(self, ref: PortRef) -> PortRef | None:
         link = self.topo.links.get(ref)
         return link.dst if link is not None else None
+
+    def transit(self, ref: PortRef) -> tuple[float, float] | None:
+        """When the last LLDP frame out of ``ref`` arrived, and how long it took."""
+        link = self.topo.links.get(ref)
+        if link is None or link.sent <= 0.0 or link.last_seen < link.sent:
+            return None
+        return link.last_seen, link.last_seen - link.sent
 
     def _crossings(self, now: float) -> Crossings:
         """The pinned flows that send, rebuilt at most every ``CROSSINGS_EVERY`` seconds

@@ -74,6 +74,12 @@ class FabricView:
     def capacity(self, ref: PortRef) -> float:
         return self._f.readings.capacity(ref)
 
+    def lldp_transit(self, ref: PortRef) -> float | None:
+        """Seconds the last LLDP frame out of ``ref`` took to come back from the far
+        switch: it waits in the port's queue with the traffic (``controller.graylinks``)."""
+        heard = self._f.readings.transit(ref)
+        return None if heard is None else heard[1]
+
     def capacity_belief(self, ref: PortRef) -> Belief:
         """What a port is believed to carry and where that belief came from."""
         return self._f.readings.belief(ref)
@@ -217,6 +223,7 @@ class FabricView:
             "capacity_bps": belief.bps,
             "capacity_source": belief.source,
             "reported_bps": self._f.topo.reported_bps(src),
+            "lldp_transit_s": self.lldp_transit(src),
         }
 
     def describe(self) -> dict[str, Any]:

@@ -47,6 +47,8 @@ def test_every_documented_metric_is_exposed() -> None:
     links = values["loom_link_capacity_bits_per_second"]
     assert len(links) == 64 and all(s.value == 10e6 for s in links)
     assert {"src_switch", "src_port", "dst_switch", "dst_port"} <= set(links[0].labels)
+    transits = values["loom_link_lldp_transit_seconds"]  # every link timed by its LLDP
+    assert len(transits) == 64 and all(0.0 <= s.value < 1.0 for s in transits)
     reroutes = {
         s.labels["reason"]: s.value for s in values["loom_reroutes"] if s.name.endswith("_total")
     }

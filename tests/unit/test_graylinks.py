@@ -223,6 +223,20 @@ def test_flows_that_are_ending_once_moved_leave_it_untested_not_cleared() -> Non
     suspect(gray, t + 1.0 + c.judge_after + 1.0)  # and may be suspected again at once
 
 
+def test_flows_slower_once_moved_leave_it_untested_not_cleared() -> None:
+    """A transfer winding down as it is moved (the end of a job's phase) runs slower on its
+    new way: the link it left is believed again, not left alone for ``quiet_after``."""
+    c = GrayConfig()
+    gray = GrayLinks(c)
+    t = suspect(gray)
+    winding = [crossing(HEALTHY, 0.3)]  # above the tenth that counts as ended
+    gray.review(t + 1.0, [SLOW], Crossings(winding), held_slow())
+    assert gray.review(t + 1.0 + c.judge_after, [SLOW], Crossings(winding), held_slow()) == []
+    verdict = gray.review(t + 1.0 + c.clear_after, [SLOW], Crossings(winding), held_slow())
+    assert verdict == [(SLOW, "untested")] and believed(gray) == {}
+    suspect(gray, t + 2.0 + c.clear_after)  # and may be suspected again at once
+
+
 def test_a_marked_belief_wins_over_what_its_kind_lends_and_flat_levels_go_stale() -> None:
     caps = Capacities()
     flat = Reading(0.5, 62_500, 50, 0)  # 1 Mbit/s over half a second
@@ -271,11 +285,16 @@ def test_the_docs_and_the_alert_state_the_defaults() -> None:
     assert f"at least {c.room:g} times" in doc
     assert {0.1: "a tenth of it"}[c.counts] in doc
     assert f"low in the last {c.witness_within:g} seconds" in doc
+    assert f"at least {c.queue:g} seconds longer" in doc
+    assert {2.0: "twice as long"}[c.queue_ratio] in doc
+    assert f"in the last {c.transit_within:g} seconds" in doc
     assert f"still on it after {c.judge_within:g} seconds" in doc
     assert f"For {words[int(c.suspect_after)]} seconds" in doc
+    assert f"{words[int(c.queued_after)]} second where LLDP frames wait" in doc
     assert f"judged from {words[int(c.judge_after)]} seconds after" in doc
     assert f"within {c.clear_after:g} seconds of leaving" in doc
     assert f"median gain {c.gain:g}" in doc
+    assert f"at least {c.kept_up:.0%}".replace("%", " %") + " of their rate" in doc
     assert f"for {c.retry_after / 60:g} minutes" in doc
     assert f"again for {c.quiet_after / 60:g} minutes" in doc
     assert f"believed again after {c.retry_after / 60:g} min" in alert
@@ -392,3 +411,93 @@ def test_a_suspect_does_not_hide_the_link_beside_it_that_holds_the_same_flow() -
     gray.marked[UP] = Marked("suspect", 4.0, 1 * MBPS, 4 * MBPS, {"x": 1 * MBPS})
     assert gray.keeping() == {"y": {DOWN}}  # UP is under test itself: x may leave it
     assert gray._holders(UP, [x_on(X_WAY)], marked_belief)  # room despite SLOW's belief
+
+
+def queued(transits: dict[PortRef, tuple[float, float]]) -> Readout:
+    """The slow flow's other link (1, 3) never seen faster (it may be the slow one), and
+    LLDP frames' transits ``(when heard, seconds)`` over the links of its way."""
+    load = {SLOW: 1 * MBPS, (1, 3): 1 * MBPS, EGRESS: 1 * MBPS}
+    read = readout({SLOW: 1 * MBPS}, load, {INGRESS: 1 * MBPS}, frozenset({SLOW, (1, 3)}))
+    return dataclasses.replace(read, transit=transits.get)
+
+
+@pytest.mark.parametrize(
+    ("case", "slow", "other", "blamed"),
+    [
+        ("a queue stands at it alone", (9.5, 0.2), (9.6, 0.02), True),
+        ("the queue is at the other link", (9.5, 0.02), (9.6, 0.2), False),
+        ("within the control path's noise", (9.5, 0.06), (9.6, 0.02), False),
+        ("both queue alike", (9.5, 0.3), (9.6, 0.2), False),
+        ("frames heard too long ago", (5.0, 0.2), (9.6, 0.02), False),
+        ("no frame over the other link", (9.5, 0.2), None, False),
+    ],
+)
+def test_lldp_frames_waiting_at_the_suspect_alone_clear_the_rest_of_the_way(
+    case: str,
+    slow: tuple[float, float],
+    other: tuple[float, float] | None,
+    blamed: bool,
+) -> None:
+    """No witness and nothing of the way seen faster, but a queue stands before the slow
+    link only: the link that holds a flow is the one it queues at."""
+    read = queued({SLOW: slow, **({(1, 3): other} if other is not None else {})})
+    gray, flows = GrayLinks(), Crossings([crossing(SLOW, 1.0)])
+    assert gray.review(8.0, [SLOW], flows, read) == []
+    # the queue names the link at once: a shorter wait than for the other evidence
+    got = gray.review(8.0 + gray.config.queued_after, [SLOW], flows, read)
+    assert (got == [(SLOW, "suspected")]) is blamed, case
+    assert gray.review(10.0, [SLOW], flows, read) == [] or blamed
+
+
+def test_a_queue_that_does_not_name_the_link_alone_waits_as_long_as_the_rest() -> None:
+    """Cleared by its queue over (1, 3), but the way's other link (3, 9) was cleared by
+    being seen faster, with no LLDP frame timed over it: the usual wait."""
+    read = queued({SLOW: (9.5, 0.2), (1, 3): (9.6, 0.02)})
+    read = dataclasses.replace(read, shown=lambda ref, bps: ref == (3, 9))
+    way = Crossing("f1", 1 * MBPS, ((1, 3), SLOW, (3, 9)), INGRESS, EGRESS)
+    gray, flows = GrayLinks(), Crossings([way])
+    c = gray.config
+    assert gray.review(8.0, [SLOW], flows, read) == []
+    assert gray.review(8.0 + c.queued_after, [SLOW], flows, read) == []
+    assert gray.review(8.0 + c.suspect_after, [SLOW], flows, read) == [(SLOW, "suspected")]
+
+
+def test_an_lldp_frames_transit_is_read_from_the_link_it_showed() -> None:
+    from controller.model import PortDesc
+
+    topo = Topology()
+    for dpid in (2, 3):
+        topo.add_switch(dpid, [PortDesc(2), PortDesc(3)])
+    readings = Readings(topo, FlowTable(), None)
+    topo.link_seen(10.3, SLOW, (3, 2), sent=10.0)
+    topo.link_seen(11.0, (3, 2), SLOW)  # a frame of unknown send time
+    heard = readings._read.transit(SLOW)
+    assert heard is not None and heard[0] == 10.3 and heard[1] == pytest.approx(0.3)
+    assert readings._read.transit((3, 2)) is None and readings._read.transit(HEALTHY) is None
+
+
+def test_a_queue_at_another_link_of_the_way_clears_the_suspect_whatever_else_says() -> None:
+    """Every other link of the way cleared (seen faster), but LLDP frames wait at (1, 3)
+    and not at SLOW: (1, 3) is what holds the flow now, and SLOW is not suspected."""
+    load = {SLOW: 1 * MBPS, (1, 3): 1 * MBPS, EGRESS: 1 * MBPS}
+    read = readout({SLOW: 1 * MBPS}, load, {INGRESS: 1 * MBPS})  # (1, 3) seen faster
+    read = dataclasses.replace(read, transit={SLOW: (9.5, 0.02), (1, 3): (9.6, 0.3)}.get)
+    gray, flows = GrayLinks(), Crossings([crossing(SLOW, 1.0)])
+    assert gray.review(8.0, [SLOW], flows, read) == gray.review(10.0, [SLOW], flows, read) == []
+    assert believed(gray) == {}
+
+
+def test_flows_no_faster_off_a_link_their_queue_named_leave_it_untested_not_cleared() -> None:
+    """A queue stood at the link alone when it was suspected: it held its flows then. No
+    faster once moved (their acknowledgements may still queue the other way over the same
+    cable), the link is believed again, not left alone for ``quiet_after``."""
+    read = queued({SLOW: (9.5, 0.2), (1, 3): (9.6, 0.02)})
+    gray, c = GrayLinks(), GrayConfig()
+    gray.review(8.0, [SLOW], Crossings([crossing(SLOW, 1.0)]), read)
+    t = 8.0 + c.queued_after
+    assert gray.review(t, [SLOW], Crossings([crossing(SLOW, 1.0)]), read) == [(SLOW, "suspected")]
+    assert gray.marked[SLOW].queued
+    same = Crossings([crossing(HEALTHY, 1.0)])  # moved, and as fast as before
+    gray.review(t + 1.0, [SLOW], same, read)
+    assert gray.review(t + 1.0 + c.clear_after, [SLOW], same, read) == [(SLOW, "untested")]
+    assert believed(gray) == {} and gray._quiet == {}
