@@ -16,6 +16,7 @@ from controller.topology import Topology
 
 CROSSINGS_EVERY = 0.25  # seconds: one poll round's replies share one index of the flows
 ACK_AT_MOST = 0.1  # a flow under this share of its reverse's rate is that flow's ACK stream
+TRANSIT_AT_MOST = 5.0  # s: an LLDP frame timed longer was sent by another instance's clock
 
 
 class Readings:
@@ -79,9 +80,10 @@ class Readings:
     def transit(self, ref: PortRef) -> tuple[float, float] | None:
         """When the last LLDP frame out of ``ref`` arrived, and how long it took."""
         link = self.topo.links.get(ref)
-        if link is None or link.sent <= 0.0 or link.last_seen < link.sent:
+        if link is None or link.sent <= 0.0:
             return None
-        return link.last_seen, link.last_seen - link.sent
+        seconds = link.last_seen - link.sent
+        return (link.last_seen, seconds) if 0.0 <= seconds <= TRANSIT_AT_MOST else None
 
     def _crossings(self, now: float) -> Crossings:
         """The pinned flows that send, rebuilt at most every ``CROSSINGS_EVERY`` seconds

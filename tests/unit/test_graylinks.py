@@ -474,6 +474,9 @@ def test_an_lldp_frames_transit_is_read_from_the_link_it_showed() -> None:
     heard = readings._read.transit(SLOW)
     assert heard is not None and heard[0] == 10.3 and heard[1] == pytest.approx(0.3)
     assert readings._read.transit((3, 2)) is None and readings._read.transit(HEALTHY) is None
+    topo.link_seen(12.0, (3, 2), SLOW, sent=900.0)  # timed by another instance's clock
+    topo.link_seen(12.0, SLOW, (3, 2), sent=2.0)
+    assert readings._read.transit((3, 2)) is None and readings._read.transit(SLOW) is None
 
 
 def test_a_queue_at_another_link_of_the_way_clears_the_suspect_whatever_else_says() -> None:
