@@ -26,6 +26,7 @@ from controller.access import (
     AccessTable,
     Caller,
     Denial,
+    Right,
     digest_of,
     may_change,
     may_change_jobs,
@@ -124,7 +125,7 @@ class LoomApi:
         resource = parts[2] if parts[:2] == ["loom", "v1"] and len(parts) >= 3 else ""
         shape = None if len(parts) < 4 else ("*" if len(parts) == 4 else f"*/{parts[4]}")
         action = action_of(method, resource, shape)
-        if action is None and res.status in (401, 403):
+        if action is None and (res.status in (401, 403) or "right" in res.about):
             action = "read"
         if action is not None:
             self.audit.record(AuditEvent(caller, method, path, action, res.status, res.about))
@@ -203,10 +204,10 @@ class LoomApi:
     def host_routes(self, query: Mapping[str, str], caller: Caller) -> Response:
         mac = query.get("mac", "").lower()
         host = self.view.hosts.get(mac)
+        if caller.scope is not None and (host is None or host.tenant != caller.scope):
+            return refused(not_own_host(caller, mac))  # the same, learned or not
         if host is None:
             return error(404, f"unknown host MAC {brief(mac)}; expected a learned host's MAC")
-        if caller.scope is not None and host.tenant != caller.scope:
-            return refused(not_own_host(caller, mac))
         hops = self.view.next_hops(host.dpid)
         return Response(
             200,
@@ -254,12 +255,29 @@ class LoomApi:
     def show_job(self, name: str, caller: Caller) -> Response:
         if name not in self.view.jobs:
             return error(404, f"no job named {brief(name)}")
+        if hidden := self._hidden(name, caller, Right.READ, change=False):
+            return hidden
         if denial := may_read(caller, self.view.jobs[name].spec.tenant):
             return refused(denial, job=name)
         return Response(200, self._job(name))
 
+    def _hidden(self, name: str, caller: Caller, right: Right, change: bool) -> Response | None:
+        """Another tenant's job asked for by a token confined to its own tenant: answered
+        as a name no job has (the same 404, the same words), so a tenant learns nothing
+        of another's jobs, not even that one of that name exists; audited and counted as
+        a refusal of ``right`` all the same."""
+        job = self.view.jobs.get(name)
+        if job is None or caller.scope is None or job.spec.tenant == caller.scope:
+            return None
+        said = f"no job named {brief(name)}"  # as the job book and the reads say it
+        res = error(404, f"name: {said}", field="name") if change else error(404, said)
+        res.about = {"job": name, "target_tenant": job.spec.tenant, "right": right.value}
+        return res
+
     def _job_change(self, name: str, caller: Caller) -> Response | None:
         """A refusal when the caller may not change the job ``name`` (if it exists)."""
+        if hidden := self._hidden(name, caller, Right.JOBS, change=True):
+            return hidden
         job = self.view.jobs.get(name)
         denial = may_change_jobs(caller, job.spec.tenant) if job is not None else None
         return refused(denial, job=name) if denial is not None else None
@@ -347,6 +365,8 @@ class LoomApi:
     def job_order(self, name: str, caller: Caller) -> Response:
         if name not in self.view.jobs:
             return error(404, f"no job named {brief(name)}")
+        if hidden := self._hidden(name, caller, Right.READ, change=False):
+            return hidden
         if denial := may_read(caller, self.view.jobs[name].spec.tenant):
             return refused(denial, job=name)
         response = self.order(list(self.view.jobs[name].spec.hosts), caller)

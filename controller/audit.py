@@ -81,7 +81,8 @@ class AuditTrail:
             sort_keys=True,
         )
         log.info("%s", line)
-        outcome = outcome_of(event.status)
+        # a refusal answered as a 404 (another tenant's job, hidden) is a denial too
+        outcome = "denied" if "right" in event.about else outcome_of(event.status)
         if event.action != "read":
             self.changes[(event.action, outcome)] += 1
         if outcome == "denied":
@@ -102,8 +103,9 @@ def audit_docs() -> list[MetricDoc]:
             "loom_api_denied_total",
             "counter",
             ("role", "right"),
-            "REST requests refused for their token (401, 403), by the caller's role and the"
-            " right it lacked (token: a token Loom does not know).",
+            "REST requests refused for their token (401, 403; 404 where a tenant's token asks"
+            " for another tenant's job), by the caller's role and the right it lacked (token:"
+            " a token Loom does not know).",
         ),
     ]
 

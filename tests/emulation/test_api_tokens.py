@@ -2,8 +2,10 @@
 
 ``ryu-manager controller/app.py`` with an admin token and a policy that gives two tenants
 a token each: a tenant registers its own job, the other tenant's token cannot delete or
-renew it (403 naming the right, the switches' rules untouched), sees only its own jobs,
-and every refusal is one audit line in the controller's log and counted in metrics."""
+renew it (the 404 of a name no job has: it learns nothing of the job; the switches' rules
+untouched) nor register one for the other tenant (403 naming the right), sees only its own
+jobs, and every refusal is one audit line in the controller's log and counted in
+metrics."""
 
 from __future__ import annotations
 
@@ -82,7 +84,7 @@ def test_a_tenant_token_cannot_delete_another_tenants_job(run_dir: Path) -> None
         before = settled(graph)
         for method, path in (("DELETE", "/blue-train"), ("POST", "/blue-train/renew")):
             err = refusal(lambda m=method, p=path: red.request(m, JOBS + p))
-            assert err.status == 403 and err.body["right"] == "jobs", err.body
+            assert err.status == 404 and "right" not in err.body, err.body
         err = refusal(lambda: red.request("POST", JOBS, {**job, "name": "sneaky"}))
         assert err.status == 403 and err.body["right"] == "jobs", err.body
         assert refusal(lambda: LabClient(base).get(JOBS)).status == 401
@@ -95,9 +97,9 @@ def test_a_tenant_token_cannot_delete_another_tenants_job(run_dir: Path) -> None
         assert blue.request("DELETE", JOBS + "/blue-train")["deleted"] == "blue-train"
         log = stack.controller_log()
     audit = [json.loads(line[line.index("{") :]) for line in log.splitlines() if '"who"' in line]
-    refused = [a for a in audit if a["status"] == 403]
+    refused = [a for a in audit if a.get("right") == "jobs"]
     assert len(refused) == 3 and all(a["who"] == "tenant:red/ci" for a in refused), refused
     assert {(a["who"], a["status"]) for a in audit if a["method"] == "DELETE"} == {
-        ("tenant:red/ci", 403),
+        ("tenant:red/ci", 404),
         ("tenant:blue/ci", 200),
     }

@@ -85,6 +85,13 @@ class World:
         return {"name": name, "tenant": tenant, "hosts": self.ips(*hosts)}
 
 
+def as_unknown(world: World, method: str, path: str, res: Any) -> bool:
+    """Whether ``res`` is what a job of no tenant's gets, but for the name."""
+    unknown = world.call(method, path.replace("blue-llm", "no-such"), RED)
+    said = json.dumps(unknown.body).replace("no-such", "blue-llm")
+    return bool(res.status == unknown.status == 404 and json.dumps(res.body) == said)
+
+
 @pytest.fixture
 def world(tmp_path: Path) -> World:
     w = World(tmp_path)
@@ -97,10 +104,12 @@ def test_a_tenant_token_cannot_touch_another_tenants_job(world: World) -> None:
     rules = world.sim.fake.flows
     before = {d: sorted(map(repr, rules(d))) for d in world.sim.core.topo.switches}
     for method, path in (("DELETE", "jobs/blue-llm"), ("POST", "jobs/blue-llm/renew")):
-        res = world.call(method, path, RED)
-        assert res.status == 403 and res.body["right"] == "jobs", res.body
-        assert res.body["tenant"] == "blue" and "tenant:red/slurm" in res.body["error"]
+        res = world.call(method, path, RED)  # as if there were no such job, word for word
+        assert as_unknown(world, method, path, res)
+        assert res.body == {"error": "name: no job named 'blue-llm'", "field": "name"}, res.body
         assert not any(res.messages.values())
+    res = world.call("DELETE", "jobs/blue-llm", GRAFANA)  # a reader sees it: may not change
+    assert res.status == 403 and res.body["right"] == "jobs", res.body
     res = world.call("POST", "jobs", RED, world.job("sneaky", "blue", 9, 10))
     assert res.status == 403 and res.body["right"] == "jobs", res.body
     assert sorted(world.api.view.jobs) == ["blue-llm", "red-llm"]
@@ -113,9 +122,8 @@ def test_a_tenant_reads_its_own_jobs_and_hosts_alone(world: World) -> None:
     listed = world.call("GET", "jobs", RED).body["jobs"]
     assert [j["name"] for j in listed] == ["red-llm"]
     assert world.call("GET", "jobs/red-llm", RED).status == 200
-    for path in ("jobs/blue-llm", "jobs/blue-llm/order"):
-        res = world.call("GET", path, RED)
-        assert res.status == 403 and res.body["right"] == "read", res.body
+    for path in ("jobs/blue-llm", "jobs/blue-llm/order"):  # as if there were none
+        assert as_unknown(world, "GET", path, world.call("GET", path, RED))
     hosts = world.call("GET", "topology/hosts", RED).body
     assert sorted(h["ip"] for h in hosts["hosts"]) == sorted(world.ips(*TENANTS["red"]))
     leaves = {leaf["name"] for b in hosts["blocks"] for leaf in b["leaves"]}
@@ -129,8 +137,11 @@ def test_a_tenant_reads_its_own_jobs_and_hosts_alone(world: World) -> None:
     res = world.call("GET", "order", RED, hosts=",".join(world.ips(1, 9)))
     assert res.status == 403 and res.body["right"] == "read" and "tenant" not in res.body
     mac = str(world.sim.graph.nodes["h9"]["mac"])
-    assert world.call("GET", "routes", RED, mac=mac).status == 403
-    assert world.call("GET", "routes", BLUE, mac=mac).status == 200
+    theirs = world.call("GET", "routes", RED, mac=mac)
+    assert theirs.status == 403 and world.call("GET", "routes", BLUE, mac=mac).status == 200
+    unknown = world.call("GET", "routes", RED, mac="02:00:00:00:99:99")  # the same: no hint
+    assert (unknown.status, unknown.body) == (403, {**theirs.body, "error": unknown.body["error"]})
+    assert unknown.body["error"] == theirs.body["error"].replace(mac, "02:00:00:00:99:99")
     assert world.call("GET", "health", RED).body["jobs"] == 2
 
 
@@ -205,7 +216,7 @@ def test_every_change_and_refusal_is_one_audit_line_and_counted(
             "method": "DELETE",
             "path": "/loom/v1/jobs/blue-llm",
             "action": "job_delete",
-            "status": 403,
+            "status": 404,
             "job": "blue-llm",
             "target_tenant": "blue",
             "right": "jobs",

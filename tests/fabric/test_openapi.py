@@ -44,6 +44,7 @@ REGISTRY: Registry[Any] = Registry().with_resource(URI, DRAFT202012.create_resou
 BASE = "/loom/v1"
 TOKEN = "s3cret"
 OTHER = "ops-token"  # a token of tenant ``ops``, which has none of the fabric's hosts
+READER = "dash-token"  # a reader's token: every GET, no change
 METHODS = ("get", "post", "put", "delete")
 UNEXERCISED = {503: "needs a cluster whose etcd lost quorum: tests/cluster and the emulation"}
 
@@ -92,6 +93,7 @@ class World:
             f"    hosts: [{members}]\n"
             f"  - name: ops\n    hosts: [{{ip: 10.8.8.8}}]\n    tokens: [{ops}]\n"
             + servers_yaml(g, rail_servers(g))
+            + f"access:\n  readers: [{{name: dash, digest: 'sha256:{digest_of(READER)}'}}]\n"
         )
         self.policy = directory / "policy.yaml"
         self.policy.write_text(self.policy_text)
@@ -169,7 +171,8 @@ def cases(ips: list[str], mac: str) -> list[Case]:
 
 def refusals(ips: list[str], mac: str, job: dict[str, Any]) -> list[Case]:
     """Once the policy declares tokens: every read but health without one (401), and
-    tenant ``ops`` at research's hosts and jobs, or at what only the admin may (403)."""
+    tenant ``ops`` at research's hosts, or at what only the admin may (403); at research's
+    jobs, as at jobs that do not exist (404); a reader changing a job (403)."""
     reads = ["/topology", "/flows", "/jobs", "/topology/hosts", "/topology/slurm-conf"]
     reads += ["/topology/slurm-yaml", "/policy", "/cluster"]
     out = [Case("get", p, 401, token=False) for p in reads]
@@ -183,12 +186,16 @@ def refusals(ips: list[str], mac: str, job: dict[str, Any]) -> list[Case]:
     return [
         *out,
         Case("get", "/routes", 403, query={"mac": mac}, token=OTHER),
-        Case("get", "/jobs/{name}", 403, "/jobs/train", token=OTHER),
-        Case("get", "/jobs/{name}/order", 403, "/jobs/train/order", token=OTHER),
+        Case("get", "/jobs/{name}", 404, "/jobs/train", token=OTHER, label="another's"),
+        Case("get", "/jobs/{name}/order", 404, "/jobs/train/order", token=OTHER, label="another's"),
         Case("get", "/order", 403, query={"hosts": ",".join(ips)}, token=OTHER),
         Case("post", "/jobs", 403, body={**job, "name": "mine"}, token=OTHER),
-        Case("post", "/jobs/{name}/renew", 403, "/jobs/train/renew", token=OTHER),
-        Case("delete", "/jobs/{name}", 403, "/jobs/eval", token=OTHER),
+        Case(
+            "post", "/jobs/{name}/renew", 404, "/jobs/train/renew", token=OTHER, label="another's"
+        ),
+        Case("delete", "/jobs/{name}", 404, "/jobs/eval", token=OTHER, label="another's"),
+        Case("post", "/jobs/{name}/renew", 403, "/jobs/train/renew", token=READER),
+        Case("delete", "/jobs/{name}", 403, "/jobs/eval", token=READER),
         Case("post", "/policy/reload", 403, token=OTHER),
     ]
 
