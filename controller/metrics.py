@@ -243,6 +243,13 @@ METRICS = [
         "REST requests whose client hung up before its body arrived: logged, not answered.",
     ),
     MetricDoc(
+        "loom_api_tls_refused_total",
+        "counter",
+        (),
+        "REST connections refused at the TLS handshake (plain HTTP, a client without a"
+        " certificate of LOOM_API_CA where one is asked, another CA's): one warning each.",
+    ),
+    MetricDoc(
         "loom_path_computation_seconds",
         "histogram",
         ("kind",),
@@ -276,6 +283,7 @@ class ShimCounts:
     handler_errors: Counter[str] = field(default_factory=Counter)
     refused: Counter[str] = field(default_factory=Counter)  # connections, by reason
     api_aborted: int = 0  # REST clients that hung up mid-body
+    api_tls_refused: int = 0  # REST connections refused at the TLS handshake
 
 
 class FabricCollector(Collector):
@@ -343,10 +351,12 @@ class FabricCollector(Collector):
             errors.add_metric([handler], n)
         aborted = self._family("loom_api_aborted_requests_total")
         aborted.add_metric([], self.shim.api_aborted)
+        tls_refused = self._family("loom_api_tls_refused_total")
+        tls_refused.add_metric([], self.shim.api_tls_refused)
         refused = self._family("loom_switch_connections_refused_total")
         for reason, n in sorted(self.shim.refused.items()):
             refused.add_metric([reason], n)
-        yield from (dropped, errors, aborted, refused)
+        yield from (dropped, errors, aborted, tls_refused, refused)
         yield from audit_families(self.audit, self._family)
 
     def _cluster(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

@@ -47,6 +47,7 @@ def _serve(
     stop: threading.Event,
     port: list[int],
     tls: ssl.SSLContext | None,
+    counts: ShimCounts,
 ) -> None:
     import eventlet
     from ryu.lib import hub
@@ -60,7 +61,7 @@ def _serve(
         from controller.ofp.rest import serve_https
 
         cfg.CONF.set_override("wsapi_port", 0)
-        serve_https(tls)
+        serve_https(tls, counts)
         try:
             server = framework.start_service(Contexts(wsgi))
         finally:
@@ -86,7 +87,8 @@ def serving(api: LoomApi, app: ShimApp, tls: ssl.SSLContext | None = None) -> It
     wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})
     ready, stop = threading.Event(), threading.Event()
     port: list[int] = []
-    thread = threading.Thread(target=_serve, args=(wsgi, ready, stop, port, tls), daemon=True)
+    args = (wsgi, ready, stop, port, tls, app.counts)
+    thread = threading.Thread(target=_serve, args=args, daemon=True)
     thread.start()
     assert ready.wait(5), "the WSGI server did not start"
     try:

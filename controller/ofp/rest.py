@@ -14,6 +14,7 @@ from typing import Any
 
 from controller.api import MAX_BODY_BYTES, LoomApi
 from controller.jobspec import brief
+from controller.metrics import ShimCounts
 from controller.ofp.compat import FRAMEWORK
 
 log = logging.getLogger("loom.api")
@@ -90,7 +91,7 @@ def register_rest(
     wsgi = kwargs.get("wsgi")
     if wsgi is not None:
         if tls is not None:
-            serve_https(tls)
+            serve_https(tls, app.counts)
         cluster = app.cluster
         api = LoomApi(
             app.fabric,
@@ -104,26 +105,27 @@ def register_rest(
         wsgi.register(LoomRestController, {API_INSTANCE: api, APP_INSTANCE: app})
 
 
-def serve_https(ctx: ssl.SSLContext) -> None:
+def serve_https(ctx: ssl.SSLContext, counts: ShimCounts | None = None) -> None:
     """Make Ryu's WSGI server listen with TLS (``ctx``, server side). Ryu has no option
     for it: ``ryu-manager`` starts the server with ``start_service`` once the apps are
     made, and this replaces it by one whose server's listening socket is wrapped
     (idempotent: the last ``ctx`` is the one used). Each connection's handshake is done
-    in that connection's green thread, so a silent or refused client holds up no other."""
+    in that connection's green thread, so a silent or refused client holds up no other; a
+    refused one is counted in ``counts``."""
     module: Any = importlib.import_module(f"{FRAMEWORK}.app.wsgi")
     start = getattr(module.start_service, "framework_start", module.start_service)
 
     def start_service(app_mgr: Any) -> Any:
         server = start(app_mgr)
         if server is not None:
-            server.server = https_listener(server.server, ctx)
+            server.server = https_listener(server.server, ctx, counts)
         return server
 
     start_service.framework_start = start  # type: ignore[attr-defined]
     module.start_service = start_service
 
 
-def https_listener(sock: Any, ctx: ssl.SSLContext) -> Any:
+def https_listener(sock: Any, ctx: ssl.SSLContext, counts: ShimCounts | None = None) -> Any:
     """A green listening socket, TLS on every connection it accepts (eventlet's own).
 
     eventlet does each handshake on the connection's first read, in its own green thread;
@@ -138,6 +140,8 @@ def https_listener(sock: Any, ctx: ssl.SSLContext) -> Any:
             except ssl.SSLError as exc:
                 if not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError)):
                     log.warning("REST TLS from %s refused: %s", _peer(self), exc)
+                    if counts is not None:
+                        counts.api_tls_refused += 1
                 raise ConnectionResetError(errno.ECONNRESET, str(exc)) from None
 
     return Listener(GreenSSLSocket(sock, server_side=True, _context=ctx), Connection)

@@ -20,7 +20,7 @@ from controller.conductor import FabricConfig
 from controller.engineer import TeConfig
 from controller.launcher.client import LoomClient, LoomError, client_from
 from controller.launcher.jobcli import build_parser
-from controller.metrics import LoomMetrics
+from controller.metrics import LoomMetrics, ShimCounts
 from controller.settings import Settings
 from mininet_scenarios.harness.client import LabClient
 from mininet_scenarios.harness.pki import API, Pki, ensure
@@ -46,12 +46,16 @@ def _settings(pki: Pki, ca: bool) -> Settings:
     return Settings.from_env(env)
 
 
+COUNTS: dict[int, ShimCounts] = {}  # each server's counts, by its port
+
+
 def _served(pki: Pki, ca: bool) -> Iterator[int]:
     tls = _settings(pki, ca).api_tls
     assert tls is not None
     sim = LoomSim(fat_tree(4), FabricConfig(te=TeConfig(enabled=False))).start()
     app = ShimApp(LoomMetrics(sim.core).shim)
     with serving(LoomApi(sim.core, lambda: sim.now), app, tls.context()) as port:
+        COUNTS[port] = app.counts
         yield port
 
 
@@ -90,6 +94,7 @@ def test_plain_http_to_the_tls_port_is_not_answered(
     said = [r.getMessage() for r in caplog.records if r.name == "loom.api"]
     assert len(said) == 1 and said[0].startswith("REST TLS from 127.0.0.1:")
     assert "http request" in said[0]  # one line, no traceback
+    assert COUNTS[https].api_tls_refused == 1  # and counted
 
 
 def test_a_client_that_does_not_trust_the_ca_refuses_the_server(https: int) -> None:
@@ -101,6 +106,7 @@ def test_with_the_ca_set_a_client_without_a_certificate_is_refused(mutual: int, 
     with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
         _topology(mutual, _client(pki))
     assert _topology(mutual, _client(pki, certificate=True))
+    assert COUNTS[mutual].api_tls_refused == 1
 
 
 def test_with_the_ca_set_a_certificate_of_another_ca_is_refused(
