@@ -58,6 +58,9 @@ class SharedState:
         # waits on etcd leaves them alone (it would apply the job before its own handler
         # does, which then finds the name taken).
         self._writing: set[str] = set()
+        # Jobs this instance withdrew, by the store revision of the delete: a snapshot
+        # read before it (a sync that was waiting on etcd) must not bring them back.
+        self._withdrawn: dict[str, int] = {}
         self.leases: dict[str, float] = {}  # job name -> its lease's TTL, seconds
         self._lease_ids: dict[str, int] = {}
         self.policy_revision = 0
@@ -115,7 +118,7 @@ class SharedState:
             if lease_id is not None:
                 self.client.lease_revoke(lease_id)  # the job's key and its lease record too
                 self.leases.pop(name, None)
-            self.client.delete(self.prefix + JOBS + name)
+            self._withdrawn[name] = self.client.delete(self.prefix + JOBS + name)
             self.jobs.pop(name, None)
         finally:
             self._writing.discard(name)
@@ -153,8 +156,11 @@ class SharedState:
             elif name == TOKEN:
                 self.token_digest = kv.value.decode(errors="replace")
         for name, kv in sorted(stored.items()):
-            if name not in self._writing and self.jobs.get(name) != kv.mod_revision:
+            if name in self._writing or self._withdrawn.get(name, 0) > snapshot.revision:
+                continue  # being written, or withdrawn after this snapshot was read
+            if self.jobs.get(name) != kv.mod_revision:
                 self._adopt_job(now, name, kv.value, kv.mod_revision)
+        self._withdrawn = {n: r for n, r in self._withdrawn.items() if r > snapshot.revision}
         for name, revision in sorted(self.jobs.items()):
             if name not in stored and revision <= snapshot.revision and name not in self._writing:
                 del self.jobs[name]

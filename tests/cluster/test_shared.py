@@ -149,3 +149,25 @@ def test_the_first_instance_with_a_policy_offers_it_to_the_cluster(
     two.shared.offer_policy()  # the cluster has one already: the cluster's wins
     two.sync()
     assert tenant_names(two) == {"research", "production", "guests"}
+
+
+def test_a_snapshot_read_before_a_withdraw_does_not_bring_the_job_back(
+    etcd: EtcdCluster,
+) -> None:
+    """A sync reads the store, then a delete on this instance withdraws the job, then the
+    sync applies what it read: the job must stay gone here, not come back until the next
+    sync (its rules installed and torn down again)."""
+    url = etcd.url.rsplit("/", 1)[0] + "/stale-test"
+    one = Instance(url)
+    one.sync()
+    auth = f"Bearer {TOKEN}"
+    job = {**JOB, "name": "stale"}
+    assert one.api.handle("POST", "/loom/v1/jobs", {}, json.dumps(job).encode(), auth).status == 201
+    read = one.client.get_prefix(one.shared.prefix)  # the job is in it
+    assert one.api.handle("DELETE", "/loom/v1/jobs/stale", {}, b"", auth).status == 200
+    sent = len(one.sent)
+    one.shared.apply(one.sim.now, read)  # read before the delete, applied after it
+    assert "stale" not in one.sim.core.sources.jobs.jobs and "stale" not in one.shared.jobs
+    assert len(one.sent) == sent  # no rule went out for it
+    one.sync()
+    assert "stale" not in one.sim.core.sources.jobs.jobs
