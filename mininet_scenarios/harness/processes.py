@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -47,11 +48,37 @@ class ProcessError(RuntimeError):
 # --------------------------------------------------------------------------- helpers
 
 
+PORTS_FROM = 20000  # free ports are picked from here up to the kernel's ephemeral range
+FIXED_PORTS = frozenset({20000, 29500, 30000})  # ports the lab's programs take by number
+
+
 def free_port() -> int:
-    """A TCP port nobody listens on right now (the kernel's pick; racy but good in practice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port nobody listens on right now, below the kernel's ephemeral range: there
+    no outgoing connection takes it as its own port before the program it is for binds
+    it (a port the kernel picked from its range could be, and that program would start
+    without its listener). Ports the lab's etcd members take by number (``…379``,
+    ``…380``) and ``FIXED_PORTS`` are never picked."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = secrets.randbelow(low - PORTS_FROM) + PORTS_FROM
+        if port in FIXED_PORTS or port % 1000 in (379, 380):
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise OSError(f"no free TCP port from {PORTS_FROM} to {low - 1}")
+
+
+def _ephemeral_low() -> int:
+    """Where the kernel's range of ports for outgoing connections starts."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return max(low, PORTS_FROM + 1000)
 
 
 def tcp_sockets() -> Iterator[list[str]]:
