@@ -9,16 +9,20 @@ cipher"). And a failed handshake is an uncaught exception in the log, with no co
 ``install`` replaces the framework's listener class by one that builds the context once
 (TLS 1.2 at least, the same key, certificate and CA) and reports each refused handshake
 to ``refused(address, reason)``; a peer that hangs up before its first word is not one.
-Plain TCP listeners are left as they were.
+Plain TCP listeners are left as they were, but for one more fault: a listener that cannot
+bind its port (another controller has it) was an uncaught exception too, and the
+controller went on without its switches; here it says so and ends (``cannot_listen``).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
+import os
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from controller.ofp.compat import FRAMEWORK
 
@@ -26,6 +30,22 @@ HANDSHAKE_SECONDS = 10.0  # a peer that connects and says nothing is not waited 
 Refused = Callable[[tuple[str, int], str], None]
 # Closed before saying anything: a cluster peer's liveness probe, not a switch refused.
 HUNG_UP = (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError)
+EXIT_CANNOT_LISTEN = 2
+log = logging.getLogger("loom.ofp")
+
+
+def cannot_listen(listen_info: Any, exc: OSError, stop: Callable[[int], NoReturn]) -> NoReturn:
+    """The OpenFlow port could not be bound: no switch could ever connect, so the
+    controller ends (``stop``: the process's exit) rather than run without them."""
+    host, port = (*tuple(listen_info), "?", "?")[:2]
+    log.critical(
+        "cannot listen for switches on %s:%s: %s; is another controller running there?"
+        " (--ofp-tcp-listen-port, --ofp-ssl-listen-port)",
+        host or "0.0.0.0",
+        port,
+        exc.strerror or exc,
+    )
+    stop(EXIT_CANNOT_LISTEN)
 
 
 def server_context(ssl_args: dict[str, Any]) -> ssl.SSLContext:
@@ -54,9 +74,9 @@ def accept(
     handle(conn, addr)
 
 
-def install(refused: Refused) -> None:
+def install(refused: Refused, stop: Callable[[int], NoReturn] = os._exit) -> None:
     """Make the framework's OpenFlow listener the one below (idempotent: the last
-    ``refused`` is the one called)."""
+    ``refused`` is the one called; ``stop`` ends the process when the port is taken)."""
     module: Any = importlib.import_module(f"{FRAMEWORK}.controller.controller")
     base = getattr(module.StreamServer, "framework_server", module.StreamServer)
 
@@ -64,7 +84,10 @@ def install(refused: Refused) -> None:
         framework_server = base
 
         def __init__(self, listen_info: Any, handle: Any = None, **ssl_args: Any) -> None:
-            super().__init__(listen_info, handle)  # a plain listener; TLS added below
+            try:
+                super().__init__(listen_info, handle)  # a plain listener; TLS added below
+            except OSError as exc:
+                cannot_listen(listen_info, exc, stop)
             if not ssl_args:
                 return
             ctx = server_context(ssl_args)
