@@ -12,9 +12,8 @@ blamed) or shows no queue where it shows one (LLDP frames, which wait in the sam
 the flows, take longer to cross it). A direction that stays so for ``suspect_after``
 seconds (``queued_after`` where its queue alone names it) is *suspected*: its belief
 drops to the level it holds, so placement moves its elephants off it and puts no new one
-on it. (TCP holds healthy links flat below their
-kind for a moment often enough: behind a queue on the way back, or while flows settle;
-the wait keeps those out.)
+on it. (TCP holds healthy links flat below their kind for a moment often enough: behind a
+queue on the way back, or while flows settle; the wait keeps those out.)
 
 The move is the test. Once no pinned elephant has crossed it for ``judge_after``
 seconds, the flows that were on it are compared with their rates when it was suspected:
