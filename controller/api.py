@@ -125,7 +125,7 @@ class LoomApi:
         resource = parts[2] if parts[:2] == ["loom", "v1"] and len(parts) >= 3 else ""
         shape = None if len(parts) < 4 else ("*" if len(parts) == 4 else f"*/{parts[4]}")
         action = action_of(method, resource, shape)
-        if action is None and (res.status in (401, 403) or "right" in res.about):
+        if action is None and "right" in res.about:  # a read refused for its token
             action = "read"
         if action is not None:
             self.audit.record(AuditEvent(caller, method, path, action, res.status, res.about))
@@ -253,30 +253,39 @@ class LoomApi:
         return Response(200, {"jobs": [self._job(n) for n in names]})
 
     def show_job(self, name: str, caller: Caller) -> Response:
+        return self._job_read(name, caller) or Response(200, self._job(name))
+
+    def _job_read(self, name: str, caller: Caller) -> Response | None:
+        """The refusal of a read of the job ``name`` (``None``: it may be read): 404 when
+        there is none, and the same 404 when it is another tenant's (``_hidden``)."""
         if name not in self.view.jobs:
             return error(404, f"no job named {brief(name)}")
-        if hidden := self._hidden(name, caller, Right.READ, change=False):
+        if hidden := self._hidden(name, caller, Right.READ):
             return hidden
         if denial := may_read(caller, self.view.jobs[name].spec.tenant):
             return refused(denial, job=name)
-        return Response(200, self._job(name))
+        return None
 
-    def _hidden(self, name: str, caller: Caller, right: Right, change: bool) -> Response | None:
+    def _hidden(self, name: str, caller: Caller, right: Right) -> Response | None:
         """Another tenant's job asked for by a token confined to its own tenant: answered
-        as a name no job has (the same 404, the same words), so a tenant learns nothing
-        of another's jobs, not even that one of that name exists; audited and counted as
-        a refusal of ``right`` all the same."""
+        as a name no job has, word for word (as a read says it, or, for a change, as the
+        job book does), so a tenant learns nothing of another's jobs, not even that one of
+        that name exists; audited and counted as a refusal of ``right`` all the same."""
         job = self.view.jobs.get(name)
         if job is None or caller.scope is None or job.spec.tenant == caller.scope:
             return None
-        said = f"no job named {brief(name)}"  # as the job book and the reads say it
-        res = error(404, f"name: {said}", field="name") if change else error(404, said)
+        said = f"no job named {brief(name)}"
+        if right is Right.READ:
+            res = error(404, said)
+        else:
+            unknown = JobError("name", said)
+            res = error(404, str(unknown), field=unknown.field)
         res.about = {"job": name, "target_tenant": job.spec.tenant, "right": right.value}
         return res
 
     def _job_change(self, name: str, caller: Caller) -> Response | None:
         """A refusal when the caller may not change the job ``name`` (if it exists)."""
-        if hidden := self._hidden(name, caller, Right.JOBS, change=True):
+        if hidden := self._hidden(name, caller, Right.JOBS):
             return hidden
         job = self.view.jobs.get(name)
         denial = may_change_jobs(caller, job.spec.tenant) if job is not None else None
@@ -363,12 +372,8 @@ class LoomApi:
         return Response(200, rail_order(self.fabric.topo, ips, self.view.servers).as_json())
 
     def job_order(self, name: str, caller: Caller) -> Response:
-        if name not in self.view.jobs:
-            return error(404, f"no job named {brief(name)}")
-        if hidden := self._hidden(name, caller, Right.READ, change=False):
-            return hidden
-        if denial := may_read(caller, self.view.jobs[name].spec.tenant):
-            return refused(denial, job=name)
+        if not_read := self._job_read(name, caller):
+            return not_read
         response = self.order(list(self.view.jobs[name].spec.hosts), caller)
         response.body["name"] = name
         return response

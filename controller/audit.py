@@ -38,12 +38,14 @@ def action_of(method: str, resource: str, shape: str | None) -> str | None:
     return ACTIONS.get((method, resource, shape), "other")
 
 
-def outcome_of(status: int) -> str:
-    """ok (2xx), denied (401/403: the token), refused (another 4xx), failed (5xx)."""
+def outcome_of(status: int, about: Mapping[str, str]) -> str:
+    """denied (the token: a refusal names the ``right`` it lacked, whether answered 401,
+    403 or, for another tenant's job, 404), else ok (2xx), refused (another 4xx), failed
+    (5xx)."""
+    if "right" in about:
+        return "denied"
     if status < 400:
         return "ok"
-    if status in (401, 403):
-        return "denied"
     return "refused" if status < 500 else "failed"
 
 
@@ -81,8 +83,7 @@ class AuditTrail:
             sort_keys=True,
         )
         log.info("%s", line)
-        # a refusal answered as a 404 (another tenant's job, hidden) is a denial too
-        outcome = "denied" if "right" in event.about else outcome_of(event.status)
+        outcome = outcome_of(event.status, event.about)
         if event.action != "read":
             self.changes[(event.action, outcome)] += 1
         if outcome == "denied":
